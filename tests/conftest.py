@@ -1,0 +1,51 @@
+"Shared builders: tiny random-init targets and drafts written as real Hugging Face directories."
+import json, warnings
+from pathlib import Path
+import pytest, torch
+
+FIXTURES = Path(__file__).parent/'fixtures'
+
+def tiny_target_config(arch, vocab=96):
+    "A few-layer random-init config of each architecture the loader must support."
+    from transformers import LlamaConfig, Qwen2Config, Qwen3Config, DeepseekV3Config
+    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=6, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False)
+    if arch == 'llama': return LlamaConfig(**common)
+    if arch == 'qwen2': return Qwen2Config(**common)
+    if arch == 'qwen3': return Qwen3Config(head_dim=8, **common)
+    if arch == 'deepseek_v3':
+        return DeepseekV3Config(**{**common, 'num_key_value_heads': 4}, moe_intermediate_size=16, n_shared_experts=1,
+            n_routed_experts=4, num_experts_per_tok=2, first_k_dense_replace=1, n_group=1, topk_group=1, kv_lora_rank=16,
+            q_lora_rank=None, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8)
+    raise ValueError(arch)
+
+def save_tiny_target(path, arch='llama', vocab=96, seed=0):
+    "Build, save and return the path of a random-init target."
+    from transformers import AutoModelForCausalLM
+    torch.manual_seed(seed)
+    kw = {'experts_implementation': 'eager'} if arch == 'deepseek_v3' else {}
+    m = AutoModelForCausalLM.from_config(tiny_target_config(arch, vocab), attn_implementation='eager', **kw)
+    m.save_pretrained(path)
+    return Path(path)
+
+def tiny_draft_config(vocab=96, draft_vocab=48, hidden=32, target_hidden=32, **extra):
+    cfg = dict(architectures=['LlamaForCausalLMEagle3'], model_type='llama', hidden_size=hidden, intermediate_size=64,
+               num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_hidden_layers=1, rms_norm_eps=1e-6,
+               rope_theta=10000.0, vocab_size=vocab, draft_vocab_size=draft_vocab,
+               eagle_config=dict(eagle_aux_hidden_state_layer_ids=[1, 2, 3], use_aux_hidden_state=True))
+    if target_hidden != hidden: cfg['target_hidden_size'] = target_hidden
+    cfg.update(extra)
+    return cfg
+
+def random_draft(cfg, seed=0):
+    "A random-init draft with a real (sorted, in-range) vocabulary map."
+    from eagle3_workbench.models import Eagle3Draft, DraftConfig
+    torch.manual_seed(seed)
+    d = Eagle3Draft(DraftConfig.from_dict(cfg))
+    for p in d.parameters(): torch.nn.init.normal_(p, std=0.2)
+    keep = torch.randperm(cfg['vocab_size'])[:cfg['draft_vocab_size']].sort().values
+    d.d2t.copy_(keep - torch.arange(len(keep))); d.t2d.zero_(); d.t2d[keep] = True
+    return d
+
+@pytest.fixture
+def llama_dir(tmp_path): return save_tiny_target(tmp_path/'target', 'llama')
