@@ -1,0 +1,439 @@
+"""The SGLang chapter without SGLang: the hook factory registered the way SGLang registers it, in two processes as two
+ranks; the readers on folders and text written in the documented layouts; the launch and config helpers."""
+import json, os, shutil, subprocess, sys, textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+import pytest, torch
+from torch import nn
+
+import eagle3_workbench.sglang as sg
+from eagle3_workbench.capture import Record, fingerprint, tensor_stats
+from eagle3_workbench.sglang import (factory, forward_hooks_json, attach_forward_hooks, read_hook_folder,
+    read_debug_tensor_dump, read_server_log, read_debug_lines, compare_captures, presence_by_phase, launch_command,
+    draft_config_edit, live_runner, module_points)
+from conftest import save_tiny_target
+
+N = 6  # layers of conftest's tiny target
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Two ranks, two processes, registered exactly as SGLang's hook_manager.register_forward_hooks does it
+# ---------------------------------------------------------------------------------------------------------------------
+
+CHILD = textwrap.dedent('''
+    import fnmatch, importlib, json, os, sys, torch
+    from eagle3_workbench.models import load_target
+    from eagle3_workbench.capture import tensor_stats
+    target_dir, specs_json, out_json = sys.argv[1:4]
+    model, _ = load_target(target_dir)
+    if os.environ.get('PERTURB_LAYER'):
+        with torch.no_grad(): model.model.layers[int(os.environ['PERTURB_LAYER'])].mlp.down_proj.weight.add_(0.05)
+    # SGLang's procedure: resolve the factory by path, call it once per spec, fnmatch over named_modules, register each match
+    name_to_module = dict(model.named_modules())
+    for spec in json.loads(specs_json):
+        mod, fn = spec['hook_factory'].split(':', 1)
+        hook = getattr(importlib.import_module(mod), fn)(spec.get('config') or {})
+        for name, m in name_to_module.items():
+            if any(fnmatch.fnmatch(name, p) for p in spec['target_modules']): m.register_forward_hook(hook)
+    ids = torch.arange(1, 9)[None]
+    with torch.no_grad():
+        model(input_ids=ids)                                             # pass 0
+        hs = model(input_ids=ids, output_hidden_states=True).hidden_states  # pass 1, and transformers' own answer
+    json.dump({str(k): tensor_stats(h) for k, h in enumerate(hs)}, open(out_json, 'w'))
+''')
+
+@pytest.fixture(scope='module')
+def ranks(tmp_path_factory):
+    "Folder A: ranks 0 and 1 of the same model; folder B: rank 0 (copied from A) and a perturbed rank 1."
+    tmp = tmp_path_factory.mktemp('ranks')
+    target = save_tiny_target(tmp/'target')
+    specs = {f: forward_hooks_json(range(N + 1), N, tmp/f) for f in 'AB'}
+    runs = [('A', '0', {}), ('A', '1', {}), ('B', '1', {'PERTURB_LAYER': '3'})]
+    procs = []
+    for folder, rank, extra in runs:
+        env = {**os.environ, 'RANK': rank, **extra}
+        out = tmp/f'hf_{folder}{rank}.json'
+        procs.append((subprocess.Popen([sys.executable, '-c', CHILD, str(target), specs[folder], str(out)], env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), out))
+    for p, _ in procs:
+        log, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, log[-3000:]
+    a0 = next((tmp/'A').glob('rank0_pid*'))
+    shutil.copytree(a0, tmp/'B'/a0.name)
+    return SimpleNamespace(tmp=tmp, A=tmp/'A', B=tmp/'B', hf=json.loads((tmp/'hf_A0.json').read_text()))
+
+def test_each_process_writes_its_own_rank_folder(ranks):
+    dirs = sorted(p.name for p in ranks.A.iterdir())
+    assert [d.split('_')[0] for d in dirs] == ['rank0', 'rank1']
+    assert len({d.split('_pid')[1] for d in dirs}) == 2          # two processes, two pids: no collision
+    for d in ranks.A.iterdir():
+        assert {'records.jsonl', 'process.json'} <= {p.name for p in d.iterdir()}
+        assert not (d/'errors.log').exists(), (d/'errors.log').read_text()
+        info = json.loads((d/'process.json').read_text())
+        assert d.name == f"rank{info['rank']}_pid{info['pid']}"
+
+def test_read_hook_folder_merges_ranks_and_they_agree(ranks):
+    cap = read_hook_folder(ranks.A)
+    assert cap.ranks == [0, 1] and cap.agree, cap.report()
+    assert len(cap.merged) * 2 == len(cap.records)
+    points = [f'target.resid[{k}]' for k in range(N + 1)]
+    for rank in (0, 1):
+        got = [(r.stats['pass'], r.point) for r in cap.records if r.stats['rank'] == rank]
+        assert sorted(got) == sorted((p, pt) for p in (0, 1) for pt in points)   # a pass counter per process
+    assert 'agree on every point' in cap.report()
+
+def test_recorded_resid_equals_transformers_hidden_states(ranks):
+    cap = read_hook_folder(ranks.A)
+    for k in range(N):   # hidden_states[N] is after the final norm: not resid[N]
+        for p in (0, 1):
+            r = next(r for r in cap.merged if r.point == f'target.resid[{k}]' and r.stats['pass'] == p)
+            assert r.stats['fingerprint'] == ranks.hf[str(k)]['fingerprint'], (k, p)
+            assert r.stats['norm_mean'] == pytest.approx(ranks.hf[str(k)]['norm_mean'], rel=1e-6)
+            assert r.token_ids == list(range(1, 9))
+    last = next(r for r in cap.merged if r.point == f'target.resid[{N}]')
+    assert last.stats['reading'] == 'output' and last.stats['module'] == f'model.layers.{N-1}'
+    assert last.stats['fingerprint'] != ranks.hf[str(N)]['fingerprint']   # the normed last entry is another tensor
+
+def test_perturbed_rank_is_reported(ranks):
+    cap = read_hook_folder(ranks.B)
+    assert not cap.agree and cap.disagreeing_ranks == [1]
+    bad = sorted({d['point'] for d in cap.disagreements})
+    assert bad == [f'target.resid[{k}]' for k in (4, 5, 6)]   # layer 3 was changed: its output on
+    assert {d['pass'] for d in cap.disagreements} == {0, 1}
+    assert 'rank 1 vs rank 0' in cap.report()
+    assert read_hook_folder(ranks.A, ranks=[0, 1, 2]).missing_ranks == [2]
+
+# ---------------------------------------------------------------------------------------------------------------------
+# In-process: SGLang's calling conventions (pairs, ForwardBatch), name discovery, the draft's spellings
+# ---------------------------------------------------------------------------------------------------------------------
+
+class FusedNorm(nn.Module):
+    def __init__(self, h): super().__init__(); self.weight = nn.Parameter(torch.ones(h))
+    def forward(self, x, residual=None):
+        if residual is not None: x = residual = x + residual
+        n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return n if residual is None else (n, residual)
+
+class Layer(nn.Module):
+    def __init__(self, h): super().__init__(); self.input_layernorm, self.mlp = FusedNorm(h), nn.Linear(h, h, bias=False)
+    def forward(self, positions, hidden_states, forward_batch, residual):
+        if residual is None: residual, hidden_states = hidden_states, self.input_layernorm(hidden_states)
+        else: hidden_states, residual = self.input_layernorm(hidden_states, residual)
+        return self.mlp(hidden_states), residual
+
+class Inner(nn.Module):
+    def __init__(self, h, n): super().__init__(); self.embed_tokens, self.layers, self.norm = nn.Embedding(40, h), nn.ModuleList(Layer(h) for _ in range(n)), FusedNorm(h)
+    def forward(self, input_ids, positions, forward_batch):
+        h, r = self.embed_tokens(input_ids), None
+        for layer in self.layers: h, r = layer(positions, h, forward_batch, r)
+        return self.norm(h, r)[0]
+
+class SglTarget(nn.Module):
+    def __init__(self, h=8, n=3): super().__init__(); self.model = Inner(h, n)
+    def forward(self, ids, pos, fb): return self.model(ids, pos, fb)
+
+class Mid(nn.Module):
+    def __init__(self, h): super().__init__(); self.input_layernorm, self.hidden_norm, self.mlp = FusedNorm(h), FusedNorm(h), nn.Linear(2 * h, h, bias=False)
+    def forward(self, positions, embeds, hidden_states, forward_batch, residual):
+        residual = hidden_states
+        h = self.mlp(torch.cat([self.input_layernorm(embeds), self.hidden_norm(hidden_states)], -1))
+        return h, residual
+
+class DraftInner(nn.Module):
+    def __init__(self, h, th, spelling):
+        super().__init__()
+        self.embed_tokens, self.fc, self.norm = nn.Embedding(40, h), nn.Linear(3 * th, h, bias=False), FusedNorm(h)
+        if spelling == '0.5.6': self.midlayer = Mid(h)
+        else: self.layers = nn.ModuleList([Mid(h)])
+    def forward(self, input_ids, positions, forward_batch):
+        e, h = self.embed_tokens(input_ids), forward_batch.hidden_states
+        if h.shape[-1] != e.shape[-1]: h = self.fc(h)
+        mid = self.midlayer if hasattr(self, 'midlayer') else self.layers[0]
+        h, r = mid(positions, e, h, forward_batch, None)
+        return self.norm(h, r)[0]
+
+class LlamaForCausalLMEagle3(nn.Module):
+    def __init__(self, h=12, th=8, spelling='0.5.6'): super().__init__(); self.model = DraftInner(h, th, spelling)
+    def forward(self, ids, pos, fb): return self.model(ids, pos, fb)
+
+def fb(mode, pos, ids, hidden=None):
+    return SimpleNamespace(forward_mode=SimpleNamespace(name=mode), positions=pos, input_ids=ids, hidden_states=hidden,
+                           seq_lens=torch.tensor([int(pos.max()) + 1]), batch_size=1)
+
+def sglang_register(model, specs_json):
+    "SGLang's hook_manager.register_forward_hooks, replicated: no name registration, the hook must find names itself."
+    import fnmatch, importlib
+    for spec in json.loads(specs_json):
+        mod, fn = spec['hook_factory'].split(':', 1)
+        hook = getattr(importlib.import_module(mod), fn)(spec.get('config') or {})
+        for name, m in dict(model.named_modules()).items():
+            if any(fnmatch.fnmatch(name, p) for p in spec['target_modules']): yield m.register_forward_hook(hook)
+
+@pytest.mark.parametrize('spelling', ['0.5.6', '0.5.23'])
+def test_target_and_draft_in_one_process(tmp_path, spelling):
+    torch.manual_seed(0)
+    target, draft = SglTarget(), LlamaForCausalLMEagle3(spelling=spelling)
+    js = forward_hooks_json([0, 2, 3], 3, tmp_path, mode='full')
+    handles = list(sglang_register(target, js)) + list(sglang_register(draft, js))
+    ids = torch.tensor([3, 5, 7, 9])
+    try:
+        with torch.no_grad():
+            target(ids, torch.arange(4), fb('EXTEND', torch.arange(4), ids))                       # pass 0
+            feats = torch.randn(4, 24)
+            draft(ids, torch.arange(4), fb('DRAFT_EXTEND', torch.arange(4), ids, feats))           # pass 1
+            draft(ids[:1], torch.tensor([4]), fb('DECODE', torch.tensor([4]), ids[:1], torch.randn(1, 12)))  # pass 2: no fc
+            target(ids[:3], torch.arange(4, 7), fb('TARGET_VERIFY', torch.arange(4, 7), ids[:3]))  # pass 3
+    finally:
+        for h in handles: h.remove()
+    cap = read_hook_folder(tmp_path)
+    got = sorted((r.stats['pass'], r.phase, r.point) for r in cap.records)
+    assert got == [(0, 'inferred:prefill', 'target.resid[0]'), (0, 'inferred:prefill', 'target.resid[2]'),
+                   (0, 'inferred:prefill', 'target.resid[3]'),
+                   (1, 'inferred:draft_extend', 'draft.fc.in'), (1, 'inferred:draft_extend', 'draft.fc.out'),
+                   (1, 'inferred:draft_extend', 'draft.hidden'), (2, 'inferred:draft', 'draft.hidden'),
+                   (3, 'inferred:verify', 'target.resid[0]'), (3, 'inferred:verify', 'target.resid[2]'),
+                   (3, 'inferred:verify', 'target.resid[3]')]   # target layer 0 matched the draft glob but was not asked for
+    from eagle3_workbench.capture import load_tensor
+    fc_in = next(r for r in cap.records if r.point == 'draft.fc.in')
+    assert torch.equal(load_tensor(fc_in), feats) and fc_in.shape == (4, 24)
+    # resid[k] = hidden_states + residual of layer k-1, the unfused residual stream
+    with torch.no_grad():
+        rs = [target.model.embed_tokens(ids)]
+        for layer in target.model.layers: rs.append(rs[-1] + layer.mlp(layer.input_layernorm(rs[-1])))
+    for k in (0, 2, 3):
+        r = next(r for r in cap.records if r.point == f'target.resid[{k}]' and r.stats['pass'] == 0)
+        assert torch.equal(load_tensor(r), rs[k]), k
+    assert next(r for r in cap.records if r.point == 'target.resid[2]').stats['reading'] == 'hidden_states+residual'
+    assert next(r for r in cap.records if r.point == 'target.resid[3]').positions == [0, 1, 2, 3]
+
+def test_phase_from_positions_without_forward_mode(tmp_path):
+    torch.manual_seed(0)
+    target = SglTarget()
+    js = forward_hooks_json([1], 3, tmp_path)
+    spec = json.loads(js); spec[0]['config']['num_draft_tokens'] = 3
+    handles = list(sglang_register(target, json.dumps(spec)))
+    nomode = lambda pos: SimpleNamespace(positions=pos)   # no forward_mode: phase from the layers' positions argument
+    try:
+        with torch.no_grad():
+            for pos in (torch.arange(5), torch.arange(5, 8), torch.tensor([8])):
+                target.model.layers[0](pos, target.model.embed_tokens(pos % 40), nomode(pos), None)
+    finally:
+        for h in handles: h.remove()
+    sg._flush_all()   # no anchor fired: the last open pass is closed at exit, or by hand
+    cap = read_hook_folder(tmp_path)
+    assert [r.phase for r in cap.records] == ['inferred:prefill', 'inferred:verify', 'inferred:decode']
+    assert all(r.stats['phase_inferred'] and 'positions' in r.stats['phase_evidence'] for r in cap.records)
+
+def test_factory_config_errors():
+    with pytest.raises(ValueError, match=r"config\['folder'\]"): factory({})
+    with pytest.raises(ValueError, match='unknown config key'): factory({'folder': '/tmp/x', 'max_tokens': 3})
+    with pytest.raises(ValueError, match="'stats' or 'full'"): factory({'folder': '/tmp/x', 'mode': 'disk'})
+
+def test_hook_never_raises_into_the_server(tmp_path, monkeypatch):
+    hook = factory({'folder': str(tmp_path)})
+    lin = nn.Linear(2, 2)
+    assert hook(lin, (torch.zeros(1, 2),), object()) is None   # an output it cannot read: nothing recorded
+    def boom(*a, **k): raise RuntimeError('boom')
+    monkeypatch.setattr(sg, 'tensor_stats', boom)
+    assert hook(lin, (torch.zeros(1, 2),), torch.zeros(1, 2)) is None   # a failure is logged, not raised
+    log = next(tmp_path.glob('rank*_pid*'))/'errors.log'
+    assert 'RuntimeError: boom' in log.read_text()
+
+def test_module_points_both_spellings():
+    assert module_points('target', 'model.layers.57') == [('target.resid[58]', 'output+residual')]
+    assert module_points('draft', 'model.layers.0.self_attn') == module_points('draft', 'model.midlayer.self_attn') == [('draft.attn', 'output')]
+
+def test_forward_hooks_json():
+    spec = json.loads(forward_hooks_json((0, 2, 30, 58), 61, '/x', draft_spelling='0.5.23'))[0]
+    assert spec['hook_factory'] == 'eagle3_workbench.sglang:factory'
+    assert spec['target_modules'] == ['model.embed_tokens', 'model.layers.1', 'model.layers.29', 'model.layers.57',
+                                      'model.fc', 'model.layers.0', 'model']
+    with pytest.raises(ValueError, match='draft_spelling'): forward_hooks_json([2], 61, '/x', draft_spelling='0.6')
+
+def test_attach_forward_hooks_registers_names_and_handles(tmp_path):
+    target = SglTarget()
+    handles = attach_forward_hooks(target, forward_hooks_json([1, 2], 3, tmp_path))
+    assert len(handles) == 3   # layers 0 and 1, and the anchor
+    for h in handles: h.remove()
+    assert sum(len(m._forward_hooks) for m in target.modules()) == 0
+
+# ---------------------------------------------------------------------------------------------------------------------
+# SGLang's debug tensor dump, in both documented layouts
+# ---------------------------------------------------------------------------------------------------------------------
+
+def write_target_dump(base, rank, pid, passes, scale=1.0):
+    "Pass files as SGLang writes them: leaves and batch info of pass n, the `model` output of pass n-1."
+    d = Path(base)/f'TP{rank}_PP0_Rank{rank}_pid{pid}'; d.mkdir(parents=True)
+    prev = None
+    for n, (pos, resid) in enumerate(passes):
+        data = {'model.embed_tokens': resid[0], 'model.layers.0.input_layernorm': resid[0] * 2,
+                'model.layers.1.input_layernorm': [resid[1] * 2, resid[1] * scale],
+                'model.layers.2.input_layernorm': [resid[2] * 2, resid[2]], 'model.norm': [resid[3] * 2, resid[3]],
+                'model.layers.1.mlp.down_proj': resid[1] + 1,
+                'model.forward_batch_info.positions': pos, 'model.forward_batch_info.input_ids': pos + 10,
+                'model.forward_batch_info.seq_lens': torch.tensor([int(pos.max()) + 1])}
+        if prev is not None: data['model'] = prev
+        torch.save(data, d/f'Pass{n:05d}.pt')
+        prev = resid[3] * 3
+    return d
+
+@pytest.fixture
+def passes():
+    torch.manual_seed(1)
+    return [(pos, [torch.randn(len(pos), 8) for _ in range(4)]) for pos in (torch.arange(5), torch.arange(5, 8), torch.tensor([8]))]
+
+def test_debug_dump_single_folder(tmp_path, passes):
+    write_target_dump(tmp_path, 0, 11, passes); write_target_dump(tmp_path, 1, 12, passes)
+    cap = read_debug_tensor_dump(tmp_path, n_layers=3, num_draft_tokens=3)
+    assert cap.source == 'sglang-dump' and cap.ranks == [0, 1] and cap.agree, cap.report()
+    m = {(r.point, r.stats['pass']): r for r in cap.merged}
+    for n, (pos, resid) in enumerate(passes):
+        for k in range(4): assert m[(f'target.resid[{k}]', n)].stats['fingerprint'] == fingerprint(resid[k])
+    assert [m[('target.resid[1]', n)].phase for n in range(3)] == ['inferred:prefill', 'inferred:verify', 'inferred:decode']
+    assert m[('target.resid[1]', 0)].token_ids == list(range(10, 15))
+    assert ('target.resid[0]', 0) in m and not any(r.point == 'target.resid[0]' and r.stats['module'].endswith('input_layernorm') for r in cap.records)
+    shifted = sorted((r.stats['pass'], r.stats['pass_file'], r.stats['pass_shift']) for r in cap.merged if r.point == 'module:target:model')
+    assert shifted == [(0, 1, -1), (1, 2, -1)]   # Pass00000 has no model entry; the last pass's is never written
+    assert any('pass n-1' in n for n in cap.notes)
+    assert not any(r.point.startswith('module:target:model.layers') for r in cap.records)
+    assert any(r.point == 'module:target:model.layers.1.mlp.down_proj' for r in read_debug_tensor_dump(tmp_path, modules=True).records)
+
+def test_debug_dump_disagreeing_tp_rank(tmp_path, passes):
+    write_target_dump(tmp_path, 0, 11, passes); write_target_dump(tmp_path, 1, 12, passes, scale=1.5)
+    cap = read_debug_tensor_dump(tmp_path)
+    assert cap.disagreeing_ranks == [1] and {d['point'] for d in cap.disagreements} == {'target.resid[1]'}
+
+def test_debug_dump_split_layout(tmp_path, passes):
+    write_target_dump(tmp_path/'target', 0, 11, passes)
+    d = tmp_path/'draft'/'TP0_PP0_Rank0_pid11'; d.mkdir(parents=True)
+    fc, normed, hidden = torch.randn(1, 12), torch.randn(1, 12), torch.randn(1, 12)
+    torch.save({'model.fc': fc, 'model.layers.0.hidden_norm': fc * 2, 'model.norm': [normed, hidden],
+                'model.forward_batch_info.positions': torch.tensor([9]), 'model.forward_batch_info.seq_lens': torch.tensor([10])},
+               d/'Pass00000.pt')
+    cap = read_debug_tensor_dump(tmp_path)
+    draft = {r.point: r for r in cap.records if r.stats['group'] == 'draft'}
+    assert set(draft) == {'draft.fc.out', 'draft.hidden_norm', 'draft.norm', 'draft.hidden'}
+    assert draft['draft.hidden'].stats['fingerprint'] == fingerprint(hidden) and draft['draft.fc.out'].phase == 'inferred:draft'
+    assert any('split' in n for n in cap.notes) and cap.agree
+
+@dataclass
+class NotATensor:
+    x: int = 1
+
+def test_debug_dump_refuses_pickled_objects(tmp_path):
+    d = tmp_path/'TP0_PP0_Rank0_pid1'; d.mkdir()
+    torch.save({'model.embed_tokens': torch.zeros(2, 3), 'extra': NotATensor()}, d/'Pass00000.pt')
+    with pytest.raises(ValueError, match=r'Pass00000\.pt: refused to load.*weights_only=True'): read_debug_tensor_dump(tmp_path)
+    torch.save({'model.embed_tokens': torch.zeros(2, 3), 'note': 'hello'}, d/'Pass00000.pt')   # loads, but is no tensor
+    with pytest.raises(ValueError, match=r"Pass00000\.pt: entry 'note' is a str"): read_debug_tensor_dump(tmp_path)
+
+def test_missing_folders_are_explained(tmp_path):
+    with pytest.raises(FileNotFoundError, match='forward-hooks'): read_hook_folder(tmp_path)
+    with pytest.raises(FileNotFoundError, match='TP\\*_PP\\*'): read_debug_tensor_dump(tmp_path)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Logs and hand-patched lines
+# ---------------------------------------------------------------------------------------------------------------------
+
+LOG = """\
+[2026-01-05 09:00:00 TP0] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16
+[2026-01-05 09:00:10 TP0] Decode batch. #running-req: 1, #token: 123, token usage: 0.00, accept len: 2.31, accept rate: 0.46, cuda graph: True, gen throughput (token/s): 45.2, #queue-req: 0,
+[2026-01-05 09:00:11 TP0] Decode batch. #running-req: 1, #token: 163, token usage: 0.00, accept len: 1.04, accept rate: 0.01, cuda graph: False, gen throughput (token/s): 9.95, #queue-req: 0,
+[2026-01-05 09:00:12 DP1 TP5 EP5] Decode batch. #running-req: 4, #token: 900, token usage: 0.02, pre-allocated usage: 0.10, #retracted-req: 0, accept len: 3.50, cpu graph: False, gen throughput (token/s): 100.00, #queue-req: 2, #cache_miss: 1
+"""
+
+def test_read_server_log_text_and_path(tmp_path):
+    tl = read_server_log(LOG)
+    assert [r['accept_len'] for r in tl] == [2.31, 1.04, 3.5]
+    assert [r['accept_rate'] for r in tl] == [0.46, 0.01, None]
+    assert [r['cuda_graph'] for r in tl] == [True, False, None] and tl[2]['cpu_graph'] is False
+    assert [r['tp'] for r in tl] == [0, 0, 5] and tl[0]['time'] == '2026-01-05 09:00:10'
+    assert (tl[2]['pre_allocated_usage'], tl[2]['retracted_req'], tl[2]['queue_req'], tl[2]['gen_throughput']) == (0.1, 0, 2, 100.0)
+    (tmp_path/'server.log').write_text(LOG)
+    assert read_server_log(tmp_path/'server.log') == tl == read_server_log(str(tmp_path/'server.log'))
+
+def test_read_debug_lines():
+    text = ("EAGLE3_DEBUG[target.layer3] phase=decode shape=(1, 4096), norm=123.4, first5=[0.1, -0.2, ...]\n"
+            "EAGLE3_DEBUG[target.resid[30]] phase=verify shape=(6, 7168) mean=0.01 absmax=12.5 nan=0 cycle=4\n"
+            "EAGLE3_DEBUG[weird tag] norm=nan")
+    recs = read_debug_lines(text, names=lambda t: 'target.resid[3]' if t == 'target.layer3' else None)
+    assert [r.point for r in recs] == ['target.resid[3]', 'target.resid[30]', 'debug:weird tag']
+    assert isinstance(recs[0], Record) and recs[0].stats['norm_mean'] == 123.4 and recs[0].stats['first5'] == [0.1, -0.2]
+    assert recs[0].stats['mean'] is None and 'mean' in recs[0].stats['missing']
+    assert (recs[1].cycle, recs[1].stats['absmax'], recs[1].stats['norm_mean'], recs[1].stats['nan']) == (4, 12.5, None, 0)
+    assert recs[2].shape == () and 'shape' in recs[2].stats['missing'] and recs[2].stats['norm'] != recs[2].stats['norm']
+    assert 'printed' in repr(recs[0])
+    assert Record.from_dict(json.loads(json.dumps(recs[1].to_dict()))).stats['absmax'] == 12.5
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Comparison and presence
+# ---------------------------------------------------------------------------------------------------------------------
+
+def rec(point, phase, t, rank=0, pass_=0):
+    st = tensor_stats(t); st.update(rank=rank, pid=rank, group='', **{'pass': pass_})
+    return Record(point, phase, -1, None, None, tuple(t.shape), st['dtype'], st)
+
+def test_compare_captures():
+    torch.manual_seed(0)
+    t = torch.randn(4, 8)
+    a = [rec('target.resid[2]', 'extend', t), rec('target.resid[3]', 'verify', t), rec('draft.fc.in', 'draft_extend', t)]
+    b = [rec('target.resid[2]', 'inferred:prefill', t), rec('target.resid[3]', 'inferred:verify', t * 1.001),
+         rec('target.resid[9]', 'inferred:verify', t)]
+    c = compare_captures(a, b)
+    v = {(r['point'], r['phase']): r['verdict'] for r in c.rows}
+    assert v == {('target.resid[2]', 'prefill'): 'identical', ('target.resid[3]', 'verify'): 'close',
+                 ('draft.fc.in', 'draft_extend'): 'only in a', ('target.resid[9]', 'verify'): 'only in b'}
+    assert compare_captures(a[1:2], [rec('target.resid[3]', 'verify', t * 1.5)]).rows[0]['verdict'] == 'differs'
+    assert [r['point'] for r in c.differing()] == ['draft.fc.in', 'target.resid[9]']
+    assert 'rel diff' in str(c)
+
+def test_presence_by_phase():
+    t = torch.randn(2, 8)
+    recs = ([rec(f'target.resid[{k}]', 'inferred:prefill', t) for k in (2, 30, 58)]
+            + [rec(f'target.resid[{k}]', 'inferred:verify', t) for k in (2, 16, 29)]
+            + [rec('draft.fc.in', 'inferred:draft_extend', t), rec('draft.hidden', 'inferred:draft', t),
+               rec('draft.hidden', 'inferred:draft_extend', t), rec('target.resid[2]', 'inferred:unknown', t)]
+            + [rec('target.resid[2]', 'inferred:prefill', t, rank=2)])
+    p = presence_by_phase(recs, ranks=[0, 1, 2])
+    assert ('target.resid[30]', ['prefill'], ['verify']) in p.missing and ('draft.fc.in', ['draft_extend'], ['draft']) in p.missing
+    assert ('target', 'prefill', 'verify', ['target.resid[30]', 'target.resid[58]'], ['target.resid[16]', 'target.resid[29]']) in p.phase_differences
+    assert p.silent_ranks == [1] and p.rank_gaps[0][0] == 2 and p.unknown == 1 and not p.ok
+    assert 'never in verify' in str(p) and 'CUDA-graph' in str(p)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Launch flags, config edit, live runner
+# ---------------------------------------------------------------------------------------------------------------------
+
+def test_launch_command():
+    js = forward_hooks_json((2, 30, 58), 61, '/tmp/p')
+    cmd = launch_command('/m/target', '/m/draft', forward_hooks=js)
+    flat = ' '.join(cmd.replace('\\\n', ' ').split())
+    assert flat.startswith('python -m sglang.launch_server --model-path /m/target --speculative-algorithm EAGLE3 '
+                           '--speculative-draft-model-path /m/draft --speculative-num-steps 5 --speculative-eagle-topk 1 '
+                           '--speculative-num-draft-tokens 6 --tp 8 --forward-hooks ')
+    assert flat.endswith('--disable-cuda-graph')
+    import shlex
+    parts = shlex.split(cmd.replace('\\\n', ' '))
+    assert json.loads(parts[parts.index('--forward-hooks') + 1]) == json.loads(js)
+    plain = launch_command('t', 'd', steps=3, topk=4, num_draft_tokens=8, tp=2, probing=False, port=30000, enable_metrics=True)
+    assert '--disable-cuda-graph' not in plain and '--port 30000' in plain and '--enable-metrics' in plain and '--tp 2' in plain
+    with pytest.raises(ValueError, match='steps \\+ 1'): launch_command('t', 'd', steps=5, num_draft_tokens=8)
+
+def test_draft_config_edit():
+    cfg = {'architectures': ['LlamaForCausalLMEagle3'], 'hidden_size': 7168}
+    new, diff = draft_config_edit(cfg, (2, 30, 58), 61, 'deepseek_v3')
+    assert new['eagle_config']['eagle_aux_hidden_state_layer_ids'] == [1, 29, 57]
+    assert new['eagle_aux_hidden_state_layer_ids'] == [2, 30, 58]
+    assert 'eagle_config' not in cfg and new['hidden_size'] == 7168
+    assert '+ eagle_config.eagle_aux_hidden_state_layer_ids: [1, 29, 57]' in diff and 'resid[2, 30, 58]' in diff
+    same, diff2 = draft_config_edit(new, (2, 30, 58), 61, 'deepseek_v3')
+    assert same == new and diff2.count('unchanged') == 2
+    emb, d3 = draft_config_edit({}, (0, 16, 29), 32, 'llama')
+    assert emb['eagle_config']['eagle_aux_hidden_state_layer_ids'] == [-1, 15, 28] and 'embedding' in d3
+    with pytest.raises(ValueError, match='never captured'): draft_config_edit({}, (2, 16, 32), 32)
+
+def test_live_runner_says_what_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setattr(sg, 'find_spec', lambda name: None)
+    with pytest.raises(RuntimeError, match='sglang is not installed') as e: live_runner('zoo:tiny-dsv3', tmp_path)
+    assert 'forward_hooks_json' in str(e.value) and 'pip install -e .[sglang]' in str(e.value)
+    assert not any(tmp_path.iterdir())
