@@ -6,11 +6,11 @@
 __all__ = ['CONVENTIONS', 'default_resid_layers', 'to_resid', 'from_resid', 'read_aux_ids', 'EngineReading', 'engine_readings',
            'disagreements', 'Wiring', 'resolve_wiring', 'wiring_table']
 
-# %% ../nbs/00_conventions.ipynb #66dd30d8
+# %% ../nbs/00_conventions.ipynb #45fc19d1
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
-# %% ../nbs/00_conventions.ipynb #77826145
+# %% ../nbs/00_conventions.ipynb #37bc1f16
 def default_resid_layers(n_layers:int, # number of decoder layers of the target (N)
                         )->tuple: # the default resid indices (2, N//2, N-3)
     "The resid indices every engine captures when the draft config gives no ids."
@@ -21,7 +21,7 @@ def default_resid_layers(n_layers:int, # number of decoder layers of the target 
 def _check_n(n):
     if isinstance(n, bool) or not isinstance(n, int) or n < 1: raise ValueError(f"n_layers must be a positive int, got {n!r}")
 
-# %% ../nbs/00_conventions.ipynb #4dd5cc59
+# %% ../nbs/00_conventions.ipynb #e675c558
 class _Rule(NamedTuple):
     to_shift: Callable    # ids as written -> what to add to each id to get resid
     from_shift: Callable  # resid -> what to subtract to get ids as written
@@ -48,7 +48,7 @@ _RULES = {
 }
 CONVENTIONS = tuple(_RULES)
 
-# %% ../nbs/00_conventions.ipynb #7a5193eb
+# %% ../nbs/00_conventions.ipynb #73cf0fcb
 def _ints(ids, what='ids'):
     if not isinstance(ids, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise ValueError(f"{what} must be a list of ints, got {ids!r}")
@@ -58,7 +58,7 @@ def _rule(convention):
     if convention not in _RULES: raise ValueError(f"unknown convention {convention!r}; expected one of {CONVENTIONS}")
     return _RULES[convention]
 
-# %% ../nbs/00_conventions.ipynb #fb059115
+# %% ../nbs/00_conventions.ipynb #5c76ea49
 def to_resid(ids, # layer ids as written in `convention`
              convention:str, # one of `CONVENTIONS`
              n_layers:int, # number of decoder layers of the target (N)
@@ -71,7 +71,7 @@ def to_resid(ids, # layer ids as written in `convention`
     d = rule.to_shift(ids)
     return tuple(k + d for k in ids)
 
-# %% ../nbs/00_conventions.ipynb #b23d3ea1
+# %% ../nbs/00_conventions.ipynb #e8dea0a5
 def from_resid(resid, # resid indices wanted, in chunk order
                convention:str, # one of `CONVENTIONS`
                n_layers:int, # number of decoder layers of the target (N)
@@ -89,7 +89,7 @@ def from_resid(resid, # resid indices wanted, in chunk order
         raise ValueError(f"resid{list(resid)} cannot be written in convention {convention!r} ({rule.means})")
     return ids
 
-# %% ../nbs/00_conventions.ipynb #c9065fd7
+# %% ../nbs/00_conventions.ipynb #43fc65a9
 _FIELDS = {'nested': 'eagle_config.eagle_aux_hidden_state_layer_ids',
            'top_level': 'eagle_aux_hidden_state_layer_ids (top level)'}
 _KEY = 'eagle_aux_hidden_state_layer_ids'
@@ -106,7 +106,7 @@ def read_aux_ids(draft_config:dict, # a draft config.json, as a dict
         res[where] = None if v is None else list(_ints(v, _FIELDS[where]))
     return res
 
-# %% ../nbs/00_conventions.ipynb #9aca9f4d
+# %% ../nbs/00_conventions.ipynb #0052b41e
 @dataclass
 class EngineReading:
     "What one engine makes of a draft config."
@@ -119,7 +119,7 @@ class EngineReading:
     fed: tuple           # the resid indices actually captured, in the order the draft receives them
     problems: list       # human sentences, one per problem
 
-# %% ../nbs/00_conventions.ipynb #1c7ed386
+# %% ../nbs/00_conventions.ipynb #3758e63a
 _PR25454_TYPES = ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25')
 _SGL_EMBED = "SGLang 0.5.6 crashed on it for llama and deepseek targets (residual is None at layer 0); later versions capture it"
 
@@ -137,7 +137,7 @@ _ENGINES = {
     'eagle':          _Engine('EAGLE authors',          'eagle',          None,        ''),
 }
 
-# %% ../nbs/00_conventions.ipynb #1b53ddb0
+# %% ../nbs/00_conventions.ipynb #12731d0f
 def _idx(xs): return '[' + ', '.join(map(str, xs)) + ']'
 
 def _read(cfg_ids, n, eng):
@@ -177,7 +177,7 @@ def _engine(key, model_type):
         eng = eng._replace(convention='sglang')
     return eng
 
-# %% ../nbs/00_conventions.ipynb #f85c2bc7
+# %% ../nbs/00_conventions.ipynb #7bbba965
 def engine_readings(draft_config:dict, # a draft config.json, as a dict
                     n_layers:int, # number of decoder layers of the target (N)
                     target_model_type:str|None=None, # the target's `model_type`; picks SGLang's rule after PR #25454
@@ -186,7 +186,7 @@ def engine_readings(draft_config:dict, # a draft config.json, as a dict
     ids = read_aux_ids(draft_config)
     return [_read(ids, n_layers, _engine(k, target_model_type)) for k in _ENGINES]
 
-# %% ../nbs/00_conventions.ipynb #d0c7771c
+# %% ../nbs/00_conventions.ipynb #a1723b8d
 def disagreements(readings, # `EngineReading`s, as from `engine_readings`
                  )->list: # one sentence per group of engines that feeds something else than the first group
     "Sentences naming the engines that feed the draft different tensors for the same config."
@@ -199,7 +199,7 @@ def disagreements(readings, # `EngineReading`s, as from `engine_readings`
 
 def _names(ns): return ns[0] if len(ns) == 1 else ', '.join(ns[:-1]) + ' and ' + ns[-1]
 
-# %% ../nbs/00_conventions.ipynb #a814daa2
+# %% ../nbs/00_conventions.ipynb #29e5179e
 @dataclass
 class Wiring:
     "Which target tensors a draft is fed, and why."
@@ -207,26 +207,28 @@ class Wiring:
     engine: str          # convention/engine name used
     reason: str          # one sentence: where the ids came from and how they were translated
 
-_WIRING_ENGINES = ('sglang', 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid')
+_WIRING_ENGINES = ('sglang', 'sglang-legacy', 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid')
 
 def resolve_wiring(draft_config:dict, # a draft config.json, as a dict
                    n_layers:int, # number of decoder layers of the target (N)
-                   engine:str='sglang', # one of 'sglang', 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid'
+                   engine:str='sglang', # 'sglang' (SGLang's current rule for this target), 'sglang-legacy' (before PR #25454), 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid'
                    target_model_type:str|None=None, # the target's `model_type`; picks SGLang's rule
                   )->Wiring: # the resid indices fed, and why
     "The resid indices `engine` feeds the draft described by `draft_config`."
     if engine not in _WIRING_ENGINES: raise ValueError(f"unknown engine {engine!r}; expected one of {_WIRING_ENGINES}")
     ids = read_aux_ids(draft_config)
     if engine == 'sglang' and target_model_type in _PR25454_TYPES: engine = 'sglang-pr25454'
+    label = engine
+    if engine == 'sglang-legacy': engine = 'sglang'   # SGLang before PR #25454: the +1 rule for every model file
     eng = (_Engine('resid', 'resid', 'nested' if ids['nested'] is not None else 'top_level', '')
            if engine == 'resid' else _ENGINES[engine])
     r = _read(ids, n_layers, eng)
     how = (f"read {r.field} {list(r.ids)} as {_RULES[r.convention].means}" if r.source == 'config'
            else f"found no ids it reads and used its default")
     lost = f", of which only resid{_idx(r.fed)} is captured" if r.fed != r.resid else ''
-    return Wiring(r.fed, engine, f"{r.engine} {how}: resid{_idx(r.resid)}{lost}.")
+    return Wiring(r.fed, label if label == 'sglang-legacy' else engine, f"{r.engine} {how}: resid{_idx(r.resid)}{lost}.")
 
-# %% ../nbs/00_conventions.ipynb #f0a93b86
+# %% ../nbs/00_conventions.ipynb #cc94d825
 def wiring_table(draft_config:dict, # a draft config.json, as a dict
                  n_layers:int, # number of decoder layers of the target (N)
                  target_model_type:str|None=None, # the target's `model_type`; picks SGLang's rule

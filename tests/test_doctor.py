@@ -10,7 +10,7 @@ from eagle3_workbench.doctor import diagnose, static_findings, read_training_dum
 DUMP = resolve_path('zoo:tiny-dsv3-eagle3')/'training_dump'
 PROMPTS = zoo_prompts(24)   # fewer prompts keep each sweep quick
 
-def planted(tmp_path, edit_config=None, edit_weights=None, draft='zoo:tiny-dsv3-eagle3', target='zoo:tiny-dsv3'):
+def planted(tmp_path, edit_config=None, edit_weights=None, draft='zoo:tiny-dsv3-eagle3', target='zoo:tiny-dsv3', engine='sglang'):
     "A copy of a zoo draft with its config or weights changed, loaded as a pair."
     d = tmp_path/'draft'
     shutil.copytree(resolve_path(draft), d, ignore=shutil.ignore_patterns('training_dump'))
@@ -18,7 +18,7 @@ def planted(tmp_path, edit_config=None, edit_weights=None, draft='zoo:tiny-dsv3-
         cfg = json.loads((d/'config.json').read_text()); edit_config(cfg); (d/'config.json').write_text(json.dumps(cfg))
     if edit_weights:
         sd = load_file(d/'model.safetensors'); edit_weights(sd); save_file(sd, d/'model.safetensors')
-    return load_pair(target, str(d))
+    return load_pair(target, str(d), engine=engine)
 
 def ids(*x):
     def f(cfg): cfg['eagle_config']['eagle_aux_hidden_state_layer_ids'] = list(x)
@@ -50,7 +50,7 @@ def test_dump_identifies_trained_layers(dsv3):
 @pytest.mark.slow
 def test_original_case_embedding_captured(tmp_path):
     "The case that started the project: SpecForge ids [-1, 1, 5] feed [embedding, low, mid] to slots trained on [low, mid, high]."
-    pair = planted(tmp_path, ids(-1, 1, 5))
+    pair = planted(tmp_path, ids(-1, 1, 5), engine='sglang-legacy')   # the team ran SGLang before PR #25454 (+1 on every id)
     assert pair.wiring.resid_layers == (0, 2, 6)
     d = diagnose(pair, PROMPTS, training_dump=DUMP, accept_prompts=4, accept_tokens=16)
     assert d.verdict == 'miswired'
@@ -63,13 +63,15 @@ def test_original_case_embedding_captured(tmp_path):
 @pytest.mark.slow
 def test_off_by_one_found_by_sweep_without_dump(tmp_path):
     "ids [2, 6, 9] written in SpecForge's 'output of layer' convention feed resid[3, 7, 10]: one off everywhere."
-    pair = planted(tmp_path, ids(2, 6, 9))
+    pair = planted(tmp_path, ids(2, 6, 9), engine='sglang-legacy')
+    assert pair.wiring.resid_layers == (3, 7, 10)
     d = diagnose(pair, zoo_prompts(), accept=False)
     assert 'AUX_LAYERS_MISMATCH' in errors(d), str(d)
     assert d.recommended['resid_layers'] == [2, 6, 9]
 
-def test_chunk_order(tmp_path):
-    d = diagnose(planted(tmp_path, ids(8, 5, 1)), PROMPTS, training_dump=DUMP, accept=False)
+def test_chunk_order(dsv3):
+    "Engines capture in layer order whatever the config order, so a chunk-order fault is what a deployment feeds (e.g. a custom capture)."
+    d = diagnose(dsv3, PROMPTS, training_dump=DUMP, wiring=(9, 6, 2), accept=False)
     assert 'AUX_ORDER' in errors(d) and d.recommended['resid_layers'] == [2, 6, 9]
 
 def test_unreachable(tmp_path):

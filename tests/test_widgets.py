@@ -19,7 +19,7 @@ def test_buttons_advance_session_and_redraw(st):
     assert 'extend: 7 prompt tokens' in st.status.value and st.strip.value.count('e3-tok') == 8
     fig_before = st.fig.to_dict()['data']
     assert outputs(st.figure)[0]['output_type'] == 'display_data' and 'target.resid[2]' in st.layer.options
-    assert 'target.resid[2]' in outputs(st.stage)[0]['text'] or st.layer.value
+    assert st.layer.value == 'target.resid[2]' and outputs(st.stage)[0]['text'].startswith('target.resid[2] [extend')
     st.buttons['Draft'].click()
     assert type(st.session.history[-1]).__name__ == 'DraftResult' and 'proposed 3 tokens' in st.status.value
     st.buttons['Verify'].click()
