@@ -1,13 +1,13 @@
 """What a user sees: the tutorial run in JupyterLab in a real (headless) Chromium, the stepper clicked there, and the
 HTML report opened with the network cut off. Plus the report command's failure modes (bad input, time limit)."""
-import os, re, shutil, subprocess, time
+import json, os, re, shutil, subprocess, time
 from pathlib import Path
 import pytest
 from browser_util import jupyterlab, chromium, artifacts_dir, browser_missing, cli
 
 ROOT = Path(__file__).parent.parent
 TUTORIAL = ROOT/'nbs'/'10_tutorial.ipynb'
-RUN_TIMEOUT = float(os.environ.get('E3_BROWSER_TIMEOUT', 300))   # seconds for Run All in the browser
+RUN_TIMEOUT = float(os.environ.get('E3_BROWSER_TIMEOUT', 900))   # seconds for Run All in the browser (a shared 2-core CPU is slow)
 
 @pytest.fixture
 def browser_ok():
@@ -40,7 +40,8 @@ NB_STATE = """() => {
 }"""
 # error outputs: tracebacks anywhere in an output area
 NB_ERRORS = """() => [...document.querySelectorAll('.jp-OutputArea-output')]
-  .map(e => e.innerText).filter(t => t.includes('Traceback (most recent call last)')).map(t => t.slice(0, 1500))"""
+  .map(e => e.innerText).filter(t => t.includes('Traceback (most recent call last)'))
+  .map(t => t.length > 3000 ? t.slice(0, 800) + ' [...] ' + t.slice(-2200) : t)"""
 # what a plotly figure shows: its title and the data of every trace
 FIG_SIG = """el => JSON.stringify({title: (el.querySelector('.gtitle') || {}).textContent || null,
   traces: (el.data || []).map(t => [t.type, t.name, Array.from(t.x || []), Array.from(t.y || []), t.cells ? t.cells.values : null])})"""
@@ -65,9 +66,11 @@ def test_tutorial_runs_in_jupyterlab_and_stepper_steps(tmp_path, browser_ok):
                 return s if page.evaluate(NB_ERRORS) else None   # run-all stops at an error: the rest stay "[ ]:"
             s = until(finished, RUN_TIMEOUT, 'Run All Cells to finish (kernel idle, every cell numbered)', every=1)
             print(f"run all: {time.time() - t0:.0f} s, prompts {s['prompts']}")
+            faults = []   # everything wrong that the page shows, reported together
             errors = page.evaluate(NB_ERRORS)
-            assert not errors, 'the tutorial shows error output:\n' + '\n---\n'.join(errors)
-            assert re.fullmatch(r'\[\d+\]:', s['prompts'][-1]), f"the last cell has no execution count: {s['prompts']}"
+            if errors: faults.append('the tutorial shows error output:\n' + '\n---\n'.join(errors))
+            if not re.fullmatch(r'\[\d+\]:', s['prompts'][-1]):   # Run All stopped early: nothing further to check
+                pytest.fail('\n\n'.join(faults + [f"the last cell has no execution count: {s['prompts']}"]))
 
             # the stepper: the one output area holding a "Step" button
             step_btn = page.get_by_role('button', name='Step', exact=True)
@@ -75,7 +78,7 @@ def test_tutorial_runs_in_jupyterlab_and_stepper_steps(tmp_path, browser_ok):
             until(lambda: stepper.count() == 1 and stepper.locator('.e3-tok').count() > 0, 60,
                   'the stepper widget (one output with a Step button) and its token strip')
             status, figure = stepper.locator('.widget-html-content').first, stepper.locator('.js-plotly-plot')
-            assert not status.inner_text().strip().lower().startswith('error'), f"stepper status shows an error: {status.inner_text()}"
+            if status.inner_text().strip().lower().startswith('error'): faults.append(f"stepper status shows an error: {status.inner_text()}")
             # the verify phase is what a Step advances: show it, then step
             stepper.locator('.widget-dropdown').filter(has_text='phase').locator('select').select_option('verify')
             sig = lambda: figure.evaluate(FIG_SIG) if figure.count() == 1 else None
@@ -85,20 +88,20 @@ def test_tutorial_runs_in_jupyterlab_and_stepper_steps(tmp_path, browser_ok):
             stepper.scroll_into_view_if_needed()
             page.screenshot(path=str(art/'tutorial_stepper_before_step.png'))
             step_btn.click()
-            until(lambda: stepper.locator('.e3-tok').count() > n_before and status.inner_text() != status_before, 120,
-                  f'Step to add tokens to the strip (had {n_before})')
-            n_after, status_after = stepper.locator('.e3-tok').count(), status.inner_text()
+            until(lambda: status.inner_text() != status_before, 120, f'the stepper status to change after Step (was {status_before!r})')
             t1 = time.time()
-            while time.time() - t1 < 30 and sig() in (None, fig_before): time.sleep(0.5)
-            fig_after = sig()
+            while time.time() - t1 < 30 and (stepper.locator('.e3-tok').count() <= n_before or sig() in (None, fig_before)): time.sleep(0.5)
+            n_after, status_after, fig_after = stepper.locator('.e3-tok').count(), status.inner_text(), sig()
             shot = art/'tutorial_stepper_after_step.png'
             stepper.scroll_into_view_if_needed(); page.screenshot(path=str(shot))
             print(f"tokens {n_before} -> {n_after}; status {status_before!r} -> {status_after!r}; screenshot: {shot}")
-            assert n_after > n_before and re.search(r'cycle \d+: accepted \d+', status_after), status_after
-            assert fig_after is not None, "after Step the stepper shows no pipeline figure (its figure panel is empty)"
-            assert 'verify' in fig_after, f"the stepper's figure does not show the selected verify phase: {fig_after[:200]}"
-            assert fig_after != fig_before, f"the stepper's pipeline figure did not change after Step (status now {status_after!r})"
-            assert not blocked, f"the page tried to reach the network: {blocked[:5]}"
+            if not re.search(r'cycle \d+: accepted \d+', status_after): faults.append(f"after Step the status reads {status_after!r}")
+            if n_after <= n_before: faults.append(f"Step did not add tokens to the strip ({n_before} -> {n_after})")
+            if fig_after is None: faults.append("after Step the stepper shows no pipeline figure (its figure panel is empty)")
+            elif 'verify' not in fig_after: faults.append(f"the stepper's figure does not show the selected verify phase: {fig_after[:200]}")
+            elif fig_after == fig_before: faults.append(f"the stepper's pipeline figure did not change after Step (status now {status_after!r})")
+            if blocked: faults.append(f"the page tried to reach the network: {blocked[:5]}")
+            assert not faults, '\n\n'.join(faults)
         finally:
             page.screenshot(path=str(art/'tutorial_final.png'))
             print(f"screenshots in {art}; browser problems: {problems[:10]}")
@@ -135,16 +138,21 @@ def test_report_html_renders_offline(tmp_path, browser_ok):
         page.wait_for_timeout(1000)
         shot = art/'report.png'
         page.screenshot(path=str(shot), full_page=True)
-        print(f"screenshot: {shot}; {plots.count()} figures; blocked: {blocked}; problems: {problems}")
+        print(f"screenshot: {shot}; {plots.count()} figures; {len(blocked)} network requests blocked")
         sizes = plots.evaluate_all("els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height, "
                                    "e.querySelectorAll('.main-svg').length, e.querySelectorAll('.trace, .table').length]; })")
         for i, (w, h, svgs, traces) in enumerate(sizes):
             assert w > 100 and h > 100 and svgs >= 1 and traces >= 1, f"figure {i} not drawn: {w}x{h}, {svgs} svg, {traces} traces"
-        assert page.locator('.e3-tok').count() > 0, 'the token strip is missing'
+        nb = json.loads(out.with_suffix('.ipynb').read_text())
+        n_figs = sum('application/vnd.plotly.v1+json' in o.get('data', {}) for c in nb['cells'] for o in c.get('outputs', []))
+        assert len(sizes) == n_figs, f"the page shows {len(sizes)} figures, the executed notebook has {n_figs}"
         assert not page.locator('.jp-OutputArea-output').filter(has_text='Traceback (most recent call last)').count()
-        errors = [p for p in problems if p.startswith('pageerror')]
-        assert not errors, f"script errors in the report page: {errors}"
-        assert not blocked, f"the report is not self-contained: it loads {blocked} (failed offline: {problems})"
+        faults = []
+        if errors := [p for p in problems if p.startswith('pageerror')]: faults.append(f"script errors in the report page: {errors}")
+        bars = page.locator('.jp-OutputArea-output').filter(has_text=re.compile(r'\d+%\|'))
+        if bars.count(): faults.append(f"the report shows progress bars: {[t[:80] for t in bars.all_inner_texts()]}")
+        if blocked: faults.append(f"the report is not self-contained: offline it fails to load {sorted(set(blocked))}")
+        assert not faults, '\n'.join(faults)
 
 def test_report_bad_target_fails_in_one_line(tmp_path):
     out = tmp_path/'r.html'
