@@ -100,10 +100,12 @@ def main(argv=None)->int:
     ap.add_argument('--out', default=str(ROOT/'BENCHMARKS.md'), help='markdown file to write (default: BENCHMARKS.md at the repo root)')
     ap.add_argument('--only', nargs='+', metavar='NAME', choices=BENCHMARKS, help=f"run only these: {', '.join(BENCHMARKS)}")
     ap.add_argument('--json', help='also write the results as JSON to this file')
-    ap.add_argument('--threads', type=int, default=None, help='torch threads (default: one per core)')
+    ap.add_argument('--threads', type=int, default=None,
+                    help='torch threads (default: one per core; 1 with --quick, where a second thread on a shared machine '
+                         'can make the run many times slower)')
     args = ap.parse_args(argv)
     import torch
-    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    torch.set_num_threads(args.threads or (1 if args.quick else os.cpu_count() or 1))
     os.environ.setdefault('TQDM_DISABLE', '1')
     try:
         from transformers.utils import logging as hf_logging

@@ -14,7 +14,7 @@ def _not_measurable(row):
 @pytest.mark.slow
 def test_quick_benchmarks_produce_numbers(tmp_path):
     md, js = tmp_path/'B.md', tmp_path/'B.json'
-    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'run.py'), '--quick', '--out', str(md), '--json', str(js)],
+    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'run.py'), '--quick', '--threads', '1', '--out', str(md), '--json', str(js)],
                        capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert md.exists()
