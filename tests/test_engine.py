@@ -111,3 +111,17 @@ def test_metrics_definitions():
     assert m['accept_rate'] == 9 / 20 and m['cycles'] == 4 and m['tokens'] == 13
     lo, hi = bootstrap_ci([[1.0, 1.0], [3.0, 3.0]])
     assert lo == 1.0 and hi == 3.0
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', ['tiny-dsv3', 'tiny-llama'])
+def test_zoo_pairs_lossless_chain_and_tree_on_20_heldout_prompts(name):
+    "On real trained pairs (which accept many tokens), speculative output equals target-only greedy decoding."
+    from eagle3_workbench.engine import zoo_prompts
+    pair = load_pair(f'zoo:{name}')
+    prompts = zoo_prompts(20)
+    for kw in (dict(speculative_num_steps=5), dict(speculative_num_steps=4, speculative_eagle_topk=3, speculative_num_draft_tokens=8)):
+        rep = run_prompts(pair, prompts, max_new_tokens=12, progress=False, **kw)
+        assert rep.lossless is True and rep.summary['accept_length'] > 1.5, (kw, rep.summary['accept_length'])
+        ids = [pair.tokenizer(p, add_special_tokens=False)['input_ids'] for p in prompts[:3]]
+        for p, out in zip(ids, rep.outputs):   # spot-check against an independent greedy decode
+            assert out == greedy_reference(pair.target, p, len(out))
