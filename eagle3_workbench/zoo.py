@@ -4,7 +4,7 @@
 
 # %% ../nbs/01a_zoo.ipynb #0fc99f20
 from __future__ import annotations
-import json, math, sys, sysconfig, time, zlib, argparse
+import json, math, os, sys, sysconfig, time, zlib, argparse
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
@@ -299,6 +299,7 @@ def build_zoo(out=None, # output folder; default: the package's zoo_data
               reuse_targets:bool=False, # keep already trained targets (their train_log.json) and train only the drafts
              )->dict:
     "Build tokenizer, targets, drafts, prompts, the training dump and the zoo card; returns the build log."
+    t0 = time.perf_counter()
     recipe = recipe or ZooRecipe()
     out = Path(out) if out else zoo_root()
     out.mkdir(parents=True, exist_ok=True)
@@ -314,13 +315,17 @@ def build_zoo(out=None, # output folder; default: the package's zoo_data
     (out/'corpus.json').write_text(json.dumps(dict(corpus, recipe=asdict(recipe), python=sys.version.split()[0], torch=torch.__version__), indent=1))
     for name in only or list(PAIRS):
         build_pair(name, out, tok, train_ids, windows, prompts, d2t, t2d, recipe, reuse_target=reuse_targets)
+    c = json.loads((out/'corpus.json').read_text())
+    c['build'] = dict(seconds=round(time.perf_counter() - t0, 1), threads=torch.get_num_threads(), cores=os.cpu_count(),
+                      whole=not only and not reuse_targets)   # only a whole build answers "how long does the zoo take"
+    (out/'corpus.json').write_text(json.dumps(c, indent=1))
     return write_card(out)
 
 def write_card(out)->dict:
     "Collect the per-model logs into build_log.json and write the zoo card ZOO.md (when every pair is built)."
     out = Path(out)
     c = json.loads((out/'corpus.json').read_text())
-    log = dict(recipe=c.pop('recipe'), python=c.pop('python'), torch=c.pop('torch'), corpus=c, models={})
+    log = dict(recipe=c.pop('recipe'), python=c.pop('python'), torch=c.pop('torch'), build=c.pop('build', None), corpus=c, models={})
     for name, (dname, _) in PAIRS.items():
         if not (out/dname/'train_log.json').exists(): return log
         t = json.loads((out/name/'train_log.json').read_text())
@@ -347,12 +352,15 @@ def zoo_card(log:dict)->str:
          'next-token distribution over the draft vocabulary (the 1024 most frequent target tokens) with 4 unrolled '
          'training-time-test steps weighted 0.8^k. Agreement below: teacher-forced top-1 agreement between the draft '
          '(mapped through d2t) and the target\'s greedy token on held-out windows, per unrolled step.', '']
+    if (b := log.get('build')) and b.get('whole'):
+        L += [f"Whole zoo built by one command (`python -m eagle3_workbench.zoo build`) in {b['seconds']:.0f} s "
+              f"({b['seconds'] / 60:.1f} min) wall, {b['threads']} torch threads on {b['cores']} cores.", '']
     for name, (dname, conv) in PAIRS.items():
         t, d = log['models'][name], log['models'][dname]
         L += [f"## {name} + {dname}", '',
               f"- target: {t['params']:,} parameters, {t['layers']} layers, hidden {t['hidden']}; trained {t['train']['steps']} steps "
               f"x {t['train']['batch']} x {t['train']['seq']} tokens, final loss {t['train']['final_loss']:.3f}, "
-              f"{'an unrecorded number of' if t['train'].get('skipped_nonfinite') is None else t['train']['skipped_nonfinite']} non-finite steps skipped, "
+              f"non-finite steps skipped: {'not recorded' if t['train'].get('skipped_nonfinite') is None else t['train']['skipped_nonfinite']}, "
               f"{t['train']['seconds']} s" + (f" ({t['train']['note']})" if t['train'].get('note') else ''),
               f"- draft: {d['trainable_params']:,} parameters; trained on resid{d['resid_layers']} "
               f"(config ids {d['config_ids']}, {conv} convention); {d['train']['steps']} steps with "
