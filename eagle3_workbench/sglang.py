@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_sglang.ipynb #a34f6922
 from __future__ import annotations
-import atexit, copy, gc, json, os, re, shlex, socket, traceback, weakref
+import atexit, copy, gc, inspect, json, os, re, shlex, socket, traceback, weakref
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from importlib import import_module
@@ -885,6 +885,18 @@ def _require_live():
                            + '; '.join(missing) + ". Without them, probe a server with --forward-hooks (forward_hooks_json, "
                            "read_hook_folder) or read its dumps and logs (read_debug_tensor_dump, read_server_log).")
 
+def _synthetic_reqs(b1, input_len:int, vocab:int, decode_steps:int)->list:
+    "One request of `input_len` ids inside the vocabulary (SGLang's helper draws ids up to 10000, past a small zoo vocabulary)."
+    ids = [[(7 * i + 3) % vocab for i in range(input_len)]]
+    make = b1.prepare_synthetic_inputs_for_latency_test
+    params = inspect.signature(make).parameters
+    if 'custom_inputs' in params: return make(1, input_len, custom_inputs=ids)
+    reqs = make(1, input_len, **({'output_len': decode_steps + 1} if 'output_len' in params else {}))
+    for r in reqs:   # older helpers take no ids: put ours in their place before the batch is built
+        r.origin_input_ids = list(ids[0])
+        if hasattr(r, 'fill_ids'): r.fill_ids = list(ids[0])
+    return reqs
+
 def live_runner(target_path, # target directory or zoo:NAME
                 folder, # where the hooks write (as with --forward-hooks)
                 resid_layers=None, # resid indices to record (default: all, 0..N)
@@ -907,11 +919,11 @@ def live_runner(target_path, # target directory or zoo:NAME
     try: loaded = b1.load_model(sa, pa, 0, 0)
     except TypeError: loaded = b1.load_model(sa, pa, 0)   # older signature (server_args, port_args, tp_rank)
     runner = loaded[0] if isinstance(loaded, tuple) else loaded
+    runner = getattr(runner, 'torch_runner', runner)   # newer SGLang wraps the ModelRunner for its benchmark loop
     handles = attach_forward_hooks(runner.model, forward_hooks_json(range(n + 1) if resid_layers is None else resid_layers,
                                                                      n, folder, draft_spelling='none', mode=mode), role='target')
     try:
-        try: reqs = b1.prepare_synthetic_inputs_for_latency_test(1, input_len)
-        except TypeError as e: raise RuntimeError(f"this SGLang's bench_one_batch helpers changed signature ({e}); adapt live_runner") from None
+        reqs = _synthetic_reqs(b1, input_len, int(read_config(path)['vocab_size']), decode_steps)
         out = b1.extend(reqs, runner)
         ids, batch = out[0], out[-1]
         for _ in range(decode_steps): ids = b1.decode(ids, batch, runner)[0]

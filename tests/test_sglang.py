@@ -437,3 +437,31 @@ def test_live_runner_says_what_is_missing(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match='sglang is not installed') as e: live_runner('zoo:tiny-dsv3', tmp_path)
     assert 'forward_hooks_json' in str(e.value) and 'pip install -e .[sglang]' in str(e.value)
     assert not any(tmp_path.iterdir())
+
+# ---------------------------------------------------------------------------------------------------------------------
+# live_runner's synthetic request across the signatures bench_one_batch has had
+# ---------------------------------------------------------------------------------------------------------------------
+
+class _Req:
+    def __init__(self, ids): self.origin_input_ids = list(ids); self.fill_ids = list(ids)
+
+def _helper_custom(batch_size, input_len, custom_inputs=None):      # current SGLang: ids may be passed in
+    ids = custom_inputs or [[9999] * input_len for _ in range(batch_size)]
+    return [_Req(r) for r in ids]
+
+def _helper_output_len(batch_size, input_len, output_len):          # an older one: random ids up to 10000
+    _helper_output_len.output_len = output_len
+    return [_Req([9000 + i for i in range(input_len)]) for _ in range(batch_size)]
+
+def _helper_plain(batch_size, input_len):                           # the oldest: ones
+    return [_Req([1] * input_len) for _ in range(batch_size)]
+
+@pytest.mark.parametrize('helper', [_helper_custom, _helper_output_len, _helper_plain])
+def test_synthetic_request_ids_stay_inside_a_small_vocabulary(helper):
+    vocab = 100
+    reqs = sg._synthetic_reqs(SimpleNamespace(prepare_synthetic_inputs_for_latency_test=helper), 16, vocab, decode_steps=2)
+    assert len(reqs) == 1
+    for ids in (reqs[0].origin_input_ids, reqs[0].fill_ids):
+        assert len(ids) == 16 and all(0 <= int(t) < vocab for t in ids), ids
+    assert len(set(reqs[0].origin_input_ids)) > 1          # not a constant prompt
+    if helper is _helper_output_len: assert helper.output_len == 3
