@@ -253,14 +253,18 @@ def draft(self:Session)->DraftResult:
     k, past = s.speculative_eagle_topk, len(self.tokens) - 1
     n0, t0 = self._n_records(), time.perf_counter()
     nodes = []  # each: token, parent, depth, score, q, qdist, hidden (its forward's input), alts
+    sampled_chain = k == 1 and bool(s.temperature)   # only rejection sampling needs q over the whole target vocabulary
+    tid_t = d.to_target_ids(torch.arange(self._last[1].shape[-1], device=self._last[1].device)).cpu()
+    tid = tid_t.tolist()
     def expand(logits, parent, hidden, depth, base):
         q = _probs(logits, s.temperature, s.top_p)
-        picks = [_draw(q, self.gen)] if k == 1 and s.temperature else q.topk(k).indices.tolist()
-        tid = d.to_target_ids(torch.arange(len(q), device=q.device)).cpu()
-        qdist = torch.zeros(self.pair.target.config.vocab_size).index_put_((tid,), q.cpu())
-        alts = [(int(tid[i]), round(float(q[i]), 4)) for i in q.topk(min(3, len(q))).indices.tolist()]
-        return [dict(token=int(tid[i]), parent=parent, depth=depth, hidden=hidden, score=base + math.log(max(float(q[i]), 1e-30)),
-                     q=float(q[i]), qdist=qdist, alts=alts) for i in picks]
+        picks = [_draw(q, self.gen)] if sampled_chain else q.topk(k).indices.tolist()
+        qdist = torch.zeros(self.pair.target.config.vocab_size).index_put_((tid_t,), q.cpu()) if sampled_chain else None
+        top = q.topk(min(3, len(q)))
+        alts = [(tid[i], round(p, 4)) for i, p in zip(top.indices.tolist(), top.values.tolist())]
+        qs = q[picks].tolist()
+        return [dict(token=tid[i], parent=parent, depth=depth, hidden=hidden, score=base + math.log(max(qi, 1e-30)),
+                     q=qi, qdist=qdist, alts=alts) for i, qi in zip(picks, qs)]
     def add(cands):
         start = len(nodes); nodes.extend(sorted(cands, key=lambda n: -n['score'])[:k])
         return list(range(start, len(nodes)))
