@@ -237,9 +237,11 @@ class _Sink:
             for r, _ in p.items: f.write(json.dumps(r.to_dict()) + '\n')
 
 _SINKS: dict = {}
+_RESOLVED: dict = {}   # folder as configured -> resolved path: resolve() touches the disk, and hooks fire per module
 
 def _sink(folder)->_Sink:
-    key = str(Path(folder).expanduser().resolve())
+    key = _RESOLVED.get(folder)
+    if key is None: key = _RESOLVED[folder] = str(Path(folder).expanduser().resolve())
     s = _SINKS.get(key)
     if s is None or s.pid != os.getpid(): s = _SINKS[key] = _Sink(Path(key))
     return s
