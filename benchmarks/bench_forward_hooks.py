@@ -39,9 +39,10 @@ def run(quick:bool=False)->dict:
                 def go(): m(input_ids=ids, use_cache=False)
                 return go
             before = {k: _records(tmp/k) for k in layer_sets}
-            t = interleaved({k: fwd(m) for k, m in models.items()}, reps[T] if not quick else 5, warmup=2)
+            warmup = 2
+            t = interleaved({k: fwd(m) for k, m in models.items()}, reps[T] if not quick else 5, warmup=warmup)
             _flush_all()
-            calls = len(t['bare']) + 2
+            calls = len(t['bare']) + warmup   # forwards each variant ran, warm-up included
             per_pass = {k: (_records(tmp/k) - before[k]) / calls for k in layer_sets}
             b = med(t['bare'], 1e3)
             rows.append(row(f'bare forward, {T} token{"s" if T > 1 else ""}', b, 'ms', spread(t['bare'], 1e3, ' ms')))
