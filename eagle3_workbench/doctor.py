@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_doctor.ipynb #0164b2be
 from __future__ import annotations
-import gzip, io, itertools, json, time, random
+import gzip, io, itertools, json, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import torch
@@ -239,9 +239,8 @@ def _windows(pair, prompts, length=64)->torch.Tensor:
 
 def _paired_gain(a:torch.Tensor, b:torch.Tensor, n=2000, seed=0)->tuple:
     "Mean of b - a over windows with a paired bootstrap 95% interval."
-    d = (b - a).tolist(); rng = random.Random(seed); m = len(d)
-    means = sorted(sum(d[rng.randrange(m)] for _ in range(m)) / m for _ in range(n))
-    return sum(d) / m, (means[int(0.025 * n)], means[int(0.975 * n)])
+    d = (b - a).double().tolist()
+    return sum(d) / len(d), bootstrap_ci([[x] for x in d], n=n, seed=seed)   # windows are the resampled units
 
 @torch.no_grad()
 def wiring_sweep(pair, prompts:list, configured=None, candidates:dict|None=None, steps:int=2, window:int=64)->list:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_engine.ipynb #c6cca0e3
 from __future__ import annotations
-import math, random, time
+import math, time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, asdict
 from fastcore.basics import patch
@@ -377,11 +377,14 @@ def bootstrap_ci(groups:list, # one list of values per prompt
     "Percentile bootstrap interval of the pooled mean, resampling whole groups."
     groups = [g for g in groups if len(g)]
     if not groups: return (float('nan'), float('nan'))
-    rng = random.Random(seed); means = []
-    for _ in range(n):
-        pick = [groups[rng.randrange(len(groups))] for _ in groups]
-        means.append(sum(map(sum, pick)) / sum(map(len, pick)))
-    means.sort()
+    sums = torch.tensor([float(sum(g)) for g in groups], dtype=torch.float64)
+    lens = torch.tensor([len(g) for g in groups], dtype=torch.float64)
+    gen, k, means = torch.Generator().manual_seed(seed), len(groups), []
+    rows = max(1, (1 << 22) // k)   # resamples drawn at once: one row of k group indices each, ~4M indices per block
+    for start in range(0, n, rows):
+        pick = torch.randint(k, (min(rows, n - start), k), generator=gen)
+        means.append(sums[pick].sum(1) / lens[pick].sum(1))
+    means = torch.cat(means).sort().values.tolist()
     return (means[int((1-level)/2 * n)], means[min(n-1, int((1+level)/2 * n))])
 
 def summarize(runs:list, # one list of StepResults per prompt

@@ -1,5 +1,5 @@
 "The speculative engine: lossless on every pair and setting, exact tree masks, sampling that keeps the target's distribution."
-import math, pytest, torch
+import math, statistics, pytest, torch
 from conftest import save_tiny_target, tiny_draft_config, random_draft
 from eagle3_workbench.models import save_draft, load_pair, target_parts
 from eagle3_workbench.engine import Session, greedy_reference, run_prompts, tree_mask, summarize, bootstrap_ci, _cache_kw
@@ -111,6 +111,18 @@ def test_metrics_definitions():
     assert m['accept_rate'] == 9 / 20 and m['cycles'] == 4 and m['tokens'] == 13
     lo, hi = bootstrap_ci([[1.0, 1.0], [3.0, 3.0]])
     assert lo == 1.0 and hi == 3.0
+
+def test_bootstrap_interval_matches_normal_theory():
+    "For many independent values the percentile bootstrap of the mean approaches mean +- 1.96 sd / sqrt(n)."
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(400, generator=g, dtype=torch.float64) * 2 + 5).tolist()
+    m, sd = statistics.fmean(x), statistics.stdev(x)
+    half = 1.96 * sd / math.sqrt(len(x))
+    lo, hi = bootstrap_ci([[v] for v in x], n=4000)
+    assert abs(lo - (m - half)) < 0.15 * half and abs(hi - (m + half)) < 0.15 * half, (lo, hi, m - half, m + half)
+    # groups are resampled whole: two long constant groups give the two values as the interval's ends
+    assert bootstrap_ci([[0.0] * 50, [1.0] * 50], n=2000) == (0.0, 1.0)
+    assert bootstrap_ci([[1.0, 2.0]]) == (1.5, 1.5) and all(math.isnan(v) for v in bootstrap_ci([[], []]))
 
 @pytest.mark.slow
 @pytest.mark.parametrize('name', ['tiny-dsv3', 'tiny-llama'])
