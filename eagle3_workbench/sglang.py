@@ -18,8 +18,9 @@ from .conventions import from_resid, resolve_wiring
 
 # %% auto #0
 __all__ = ['module_points', 'factory', 'forward_hooks_json', 'attach_forward_hooks', 'ServerCapture', 'read_hook_folder',
-           'read_debug_tensor_dump', 'read_server_log', 'read_debug_lines', 'Comparison', 'compare_captures',
-           'Presence', 'presence_by_phase', 'launch_command', 'ConfigEdit', 'draft_config_edit', 'live_runner']
+           'read_debug_tensor_dump', 'read_dumper', 'read_server_log', 'read_debug_lines', 'Comparison',
+           'compare_captures', 'Presence', 'presence_by_phase', 'launch_command', 'ConfigEdit', 'draft_config_edit',
+           'live_runner']
 
 # %% ../nbs/08_sglang.ipynb #dbb38173
 _DRAFT_PARTS = {
@@ -360,7 +361,7 @@ def attach_forward_hooks(model:nn.Module, # an in-process model (SGLang's `model
 @dataclass
 class ServerCapture:
     "What an SGLang run left in a folder, read back as records of every rank, with the ranks' agreement."
-    source: str          # 'sglang-hook' (--forward-hooks) or 'sglang-dump' (--debug-tensor-dump-output-folder)
+    source: str          # 'sglang-hook' (--forward-hooks), 'sglang-dump' (--debug-tensor-dump-output-folder), 'sglang-dumper' (DUMPER_ENABLE=1)
     folder: str          # the folder read
     records: list        # every record of every process; stats carry 'rank' and 'pass'
     processes: list      # one dict per process folder: rank, pid, group, dir, records
@@ -580,6 +581,153 @@ def read_debug_tensor_dump(folder, # SGLang's --debug-tensor-dump-output-folder
     if not procs: raise FileNotFoundError(f"{folder}: no TP*_PP*_Rank*_pid* folders (directly or under target/ and draft/)")
     dis, missing, more = _agreement(records, procs, rtol)
     return ServerCapture('sglang-dump', str(folder), records, procs, dis, missing, notes + more, rtol)
+
+# %% ../nbs/08_sglang.ipynb #93413ec4
+_EXPDIR = re.compile(r'(?:sglang_)?dump_.+')
+_NONINTRUSIVE = re.compile(r'non_intrusive__(?:(.+)\.)?(inputs\.[^.]+|output)(?:\.(.+))?')
+_BATCH_FIELDS = ('input_ids', 'positions', 'position_ids', 'seq_lens', 'req_pool_indices', 'rids')
+_FILE_TAGS = {'step', 'forward_pass_id', 'rank', 'dump_index', 'name', 'recompute_status',
+              'pp_rank', 'tp_rank', 'cp_rank', 'ep_rank', 'etp_rank'}
+
+def _dumper_tags(f:Path)->dict:
+    "The tags a dumper file's name carries, checked for the ones every such file has."
+    tags = {}
+    for part in f.stem.split('___'):
+        k, eq, v = part.partition('=')
+        if not eq: raise ValueError(f"{f}: not a file of SGLang's dumper: {part!r} is not key=value "
+                                    f"(expected step=S___rank=R___dump_index=I___name=NAME...pt)")
+        tags[k] = v if k == 'name' or not re.fullmatch(r'-?\d+', v) else int(v)
+    lacks = [k for k in ('rank', 'dump_index', 'name') if k not in tags] + ([] if {'step', 'forward_pass_id'} & set(tags) else ['step'])
+    if lacks: raise ValueError(f"{f}: not a file of SGLang's dumper: its name lacks {lacks}")
+    return tags
+
+def _load_dumped(f:Path)->tuple:
+    "(value, meta) of one dumper file, loaded with weights_only=True."
+    try: d = torch.load(f, map_location='cpu', weights_only=True)
+    except Exception as e:
+        raise ValueError(f"{f}: refused to load: dumper files are read with torch.load(weights_only=True) and this one needs "
+                         f"unpickling of other objects or is corrupt ({type(e).__name__}: {str(e)[:200]})") from None
+    return (d['value'], d.get('meta') or {}) if isinstance(d, dict) and 'value' in d else (d, {})
+
+def _tensors(v)->list|None:
+    if isinstance(v, torch.Tensor): return [v]
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, torch.Tensor) for x in v): return list(v)
+    return None
+
+def _is_draft_module(name:str)->bool:
+    "Only a draft has these (its `layers.0` does not count: a target has one too)."
+    n = name.removeprefix('model.')
+    return n == 'fc' or n.startswith(('fc.', 'midlayer')) or n.endswith('hidden_norm')
+
+def _dumper_calls(entries:list)->list:
+    "Split one rank's step into calls: a call starts with the root's inputs (or `input_ids`) after any module's entries."
+    calls, cur, inside = [], [], False
+    for e in entries:
+        name = e['tags']['name']
+        at_root = name in _BATCH_FIELDS or name.startswith('non_intrusive__inputs.')
+        if inside and (name == 'input_ids' or name.startswith('non_intrusive__inputs.')): calls.append(cur); cur, inside = [], False
+        cur.append(e); inside = inside or not at_root
+    return calls + [cur] if cur else calls
+
+def _module_calls(entries:list)->list:
+    "(module, args, output) per call of a hooked module, from its inputs.* and output[.j] entries in dump order."
+    open_, done = {}, []
+    for e in entries:
+        m = _NONINTRUSIVE.fullmatch(e['tags']['name'])
+        if not m or (ts := _tensors(e['value'])) is None: continue
+        mod, io, j = m[1] or '', m[2], m[3]
+        c = open_.get(mod)
+        if c is None or (io.startswith('inputs') and c['out']) or (io == 'output' and (j or '') in c['out']):
+            if c is not None: done.append(c)
+            c = open_[mod] = dict(mod=mod, args={}, out={}, first=e)
+        if io == 'output': c['out'][j or ''] = ts[0] if len(ts) == 1 else tuple(ts)
+        else: c['args'][io[len('inputs.'):]] = ts[0]
+    done += open_.values()
+    out = []
+    for c in sorted(done, key=lambda c: c['first']['tags']['dump_index']):
+        args = tuple(v for k, v in sorted(c['args'].items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0, kv[0])))
+        o = c['out']
+        output = o[''] if '' in o else tuple(o[k] for k in sorted(o, key=lambda k: int(k) if k.isdigit() else 1 << 30)) if o else None
+        out.append((c['mod'], args, output, c['first']))
+    return out
+
+def _manual_point(name:str, tags:dict, names)->str:
+    extra = {k: v for k, v in tags.items() if k not in _FILE_TAGS}
+    if names is not None:
+        got = names(name, extra) if callable(names) else names.get(name)
+        if got: return got.format(**extra) if isinstance(got, str) else got
+    return f'debug:{name}' + (f"[{','.join(f'{k}={v}' for k, v in extra.items())}]" if extra else '')
+
+def read_dumper(folder, # a dumper run folder (dump_* / sglang_dump_*), or the DIR holding exactly one
+                names=None, # hand-dumped name -> point: a dict (values may use tags: 'target.resid[{layer_id}]') or f(name, tags)
+                num_draft_tokens:int|None=None, # lets the phase inference recognise verify passes
+                modules:bool=False, # also record every other hooked module's output as module:<role>:<name>
+                keep_tensors:bool=False, # attach the (CPU) tensors to the records (needed by fed_from_capture)
+                rtol:float=1e-3, # relative tolerance when comparing ranks
+               )->ServerCapture: # records of every rank, their agreement, notes
+    "Read what SGLang's dumper (`DUMPER_ENABLE=1`, any non-intrusive mode) wrote into records, per rank, step and call."
+    folder = Path(folder)
+    if not folder.is_dir(): raise FileNotFoundError(f"{folder}: no such folder")
+    files = sorted(folder.glob('*.pt'))
+    if not files:
+        runs = sorted(d for d in folder.iterdir() if d.is_dir() and _EXPDIR.fullmatch(d.name) and any(d.glob('*.pt')))
+        if len(runs) > 1: raise ValueError(f"{folder}: holds {len(runs)} dumper runs ({', '.join(d.name for d in runs)}): pass one of them")
+        if not runs: raise FileNotFoundError(f"{folder}: no dumper files (step=..___rank=..___name=...pt), directly or in one "
+                                             f"dump_*/sglang_dump_* folder: was the server started with DUMPER_ENABLE=1 "
+                                             f"(SGLANG_DUMPER_ENABLE=1 before the dumper's rewrite) and DUMPER_DIR pointing here?")
+        folder, files = runs[0], sorted(runs[0].glob('*.pt'))
+    by_rank_step, skipped, fmt = {}, 0, set()
+    for f in files:
+        tags = _dumper_tags(f)
+        value, meta = _load_dumped(f)
+        fmt.add('step' if 'step' in tags else 'forward_pass_id')
+        step = tags.get('step', tags.get('forward_pass_id'))
+        by_rank_step.setdefault((tags['rank'], step), []).append(dict(tags=tags, value=value, meta=meta, file=f.name))
+    records, per_rank, draft_like = [], {}, 0
+    for (rank, step), entries in sorted(by_rank_step.items()):
+        entries.sort(key=lambda e: e['tags']['dump_index'])
+        for call, ces in enumerate(_dumper_calls(entries)):
+            batch = {}
+            for e in ces:
+                if e['tags']['name'] in _BATCH_FIELDS: batch.setdefault(e['tags']['name'], e['value'])
+            mods = _module_calls(ces)
+            role = 'draft' if any(_is_draft_module(m) for m, *_ in mods) else 'target'
+            draft_like += role == 'draft'
+            pos = batch.get('positions', batch.get('position_ids'))
+            plist = _ints(pos, 1 << 30) if isinstance(pos, torch.Tensor) else None
+            sl = batch.get('seq_lens')
+            ph, why = _infer_phase(role, None, plist, None, len(sl.reshape(-1)) if isinstance(sl, torch.Tensor) else None, num_draft_tokens)
+            tok = batch.get('input_ids')
+            token_ids = _ints(tok, 1 << 30) if isinstance(tok, torch.Tensor) else None
+            def add(point, t, e, **more):
+                st = tensor_stats(t)
+                tp = e['tags'].get('tp_rank', (e['meta'].get('sglang_parallel_info') or {}).get('tp_rank'))
+                st.update({'source': 'sglang-dumper', 'role': role, 'group': '', 'rank': rank, 'pid': None, 'tp': tp,
+                           'pass': step, 'call': call, 'dump_index': e['tags']['dump_index'], 'file': e['file'],
+                           'inferred_phase': ph, 'phase_inferred': True, 'phase_evidence': why, **more})
+                r = Record(point, f'inferred:{ph}', -1, plist, token_ids, tuple(t.shape), st['dtype'], st)
+                if keep_tensors: r.tensor = t
+                records.append(r); per_rank[rank] = per_rank.get(rank, 0) + 1
+            for mod, args, output, first in mods:
+                for point, how in module_points(role, mod or '<root>'):
+                    if point.startswith('module:') and not modules: continue
+                    t, reading = _read_point(how, args, output)
+                    if t is not None: add(point, t, first, module=mod, reading=reading)
+            for e in ces:
+                name = e['tags']['name']
+                if name in _BATCH_FIELDS or name.startswith('non_intrusive__'): continue
+                ts = _tensors(e['value'])
+                if ts is None: skipped += 1; continue
+                point = _manual_point(name, e['tags'], names)
+                for j, t in enumerate(ts): add(point + (f'[{j}]' if len(ts) > 1 else ''), t, e, module=None, reading='dumped')
+    procs = [dict(rank=r, pid=None, group='', dir=str(folder), records=per_rank.get(r, 0), role=None)
+             for r in sorted({r for r, _ in by_rank_step})]
+    notes = [f"format: {' and '.join(sorted('step=/value+meta files' if k == 'step' else 'forward_pass_id=/bare tensor files' for k in fmt))}",
+             "phases inferred from each call's positions; a call starts at the root's inputs within a step"]
+    if draft_like: notes.append(f"{draft_like} call(s) recognised as the draft's by their fc/midlayer/hidden_norm modules")
+    if skipped: notes.append(f"{skipped} hand-dumped value(s) were not tensors and were skipped")
+    dis, missing, more = _agreement(records, procs, rtol)
+    return ServerCapture('sglang-dumper', str(folder), records, procs, dis, missing, notes + more, rtol)
 
 # %% ../nbs/08_sglang.ipynb #a0436e61
 _DECODE = re.compile(r'Decode batch\.?\s*(.*)$')

@@ -10,7 +10,7 @@ from torch import nn
 import eagle3_workbench.sglang as sg
 from eagle3_workbench.capture import Record, fingerprint, tensor_stats
 from eagle3_workbench.sglang import (factory, forward_hooks_json, attach_forward_hooks, read_hook_folder,
-    read_debug_tensor_dump, read_server_log, read_debug_lines, compare_captures, presence_by_phase, launch_command,
+    read_debug_tensor_dump, read_dumper, read_server_log, read_debug_lines, compare_captures, presence_by_phase, launch_command,
     draft_config_edit, live_runner, module_points)
 from conftest import save_tiny_target
 
@@ -326,6 +326,44 @@ def test_debug_dump_refuses_pickled_objects(tmp_path):
     with pytest.raises(ValueError, match=r'Pass00000\.pt: refused to load.*weights_only=True'): read_debug_tensor_dump(tmp_path)
     torch.save({'model.embed_tokens': torch.zeros(2, 3), 'note': 'hello'}, d/'Pass00000.pt')   # loads, but is no tensor
     with pytest.raises(ValueError, match=r"Pass00000\.pt: entry 'note' is a str"): read_debug_tensor_dump(tmp_path)
+
+# SGLang's dumper (DUMPER_ENABLE=1): what its current code writes is tested in test_sglang_source.py; here the older
+# file format, several ranks in one run folder, and the errors
+
+def dumper_file(run, value, old=False, **tags):
+    "One dumper file: the tags in its name; the value bare (older versions) or with its meta."
+    run.mkdir(parents=True, exist_ok=True)
+    torch.save(value if old else {'value': value, 'meta': dict(tags)}, run/('___'.join(f'{k}={v}' for k, v in tags.items()) + '.pt'))
+
+def test_dumper_old_format_ranks_and_names(tmp_path):
+    run = tmp_path/'sglang_dump_1764460800.123'
+    torch.manual_seed(0)
+    aux, hidden = torch.randn(4, 24), torch.randn(4, 8)
+    for rank, scale in ((0, 1.0), (1, 1.0), (2, 1.5)):
+        for i, (name, value, extra) in enumerate([('input_ids', torch.arange(10, 14), {}), ('positions', torch.arange(4), {}),
+                                                  ('eagle3_aux', aux, {}), ('hidden', hidden * scale, {'layer_id': 3})], 1):
+            dumper_file(run, value, old=True, forward_pass_id=1, rank=rank, name=name, dump_index=i, **extra)
+    cap = read_dumper(tmp_path, names={'eagle3_aux': 'draft.fc.in'})   # the parent folder, holding one run
+    assert cap.source == 'sglang-dumper' and cap.ranks == [0, 1, 2] and any('forward_pass_id=' in n for n in cap.notes)
+    assert cap.disagreeing_ranks == [2] and {d['point'] for d in cap.disagreements} == {'debug:hidden[layer_id=3]'}
+    fc = [r for r in cap.merged if r.point == 'draft.fc.in']
+    assert len(fc) == 1 and fc[0].stats['fingerprint'] == fingerprint(aux)
+    assert fc[0].phase == 'inferred:prefill' and fc[0].token_ids == [10, 11, 12, 13] and fc[0].stats['pass'] == 1
+
+def test_dumper_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match='DUMPER_ENABLE=1'): read_dumper(tmp_path)
+    for run in ('dump_20261130_010101_000001', 'dump_20261130_020202_000002'):
+        dumper_file(tmp_path/run, torch.zeros(2), step=0, rank=0, dump_index=1, name='x')
+    with pytest.raises(ValueError, match='holds 2 dumper runs'): read_dumper(tmp_path)
+    run = tmp_path/'dump_20261130_010101_000001'
+    torch.save(torch.zeros(2), run/'stray.pt')
+    with pytest.raises(ValueError, match=r"stray\.pt: not a file of SGLang's dumper"): read_dumper(run)
+    (run/'stray.pt').unlink()
+    dumper_file(run, NotATensor(), step=0, rank=0, dump_index=2, name='y')
+    with pytest.raises(ValueError, match=r'name=y.*refused to load.*weights_only=True'): read_dumper(run)
+    dumper_file(run, ['rid-1', 'rid-2'], step=0, rank=0, dump_index=2, name='y')   # loads, but is no tensor
+    cap = read_dumper(run)
+    assert [r.point for r in cap.records] == ['debug:x'] and any('not tensors' in n for n in cap.notes)
 
 def test_missing_folders_are_explained(tmp_path):
     with pytest.raises(FileNotFoundError, match='forward-hooks'): read_hook_folder(tmp_path)
