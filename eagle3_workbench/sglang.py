@@ -730,7 +730,7 @@ def read_dumper(folder, # a dumper run folder (dump_* / sglang_dump_*), or the D
     return ServerCapture('sglang-dumper', str(folder), records, procs, dis, missing, notes + more, rtol)
 
 # %% ../nbs/08_sglang.ipynb #a0436e61
-_DECODE = re.compile(r'Decode batch\.?\s*(.*)$')
+_DECODE = re.compile(r'Decode batch(?: \[(\d+)\])?[.,]?\s*(.*)$')
 _PREFIX = re.compile(r'\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)([^\]]*)\]')
 _PAIR = re.compile(r'([#A-Za-z][^:,]*?)\s*:\s*([^,]*)')
 
@@ -759,11 +759,11 @@ def read_server_log(text_or_path, # the log text, or the path of a log file
     for i, line in enumerate(_text(text_or_path).splitlines(), 1):
         m = _DECODE.search(line)
         if not m: continue
-        row = dict(line=i, time=None, tp=None, accept_len=None, accept_rate=None, cuda_graph=None)
+        row = dict(line=i, time=None, tp=None, iter=int(m[1]) if m[1] else None, accept_len=None, accept_rate=None, cuda_graph=None)
         if p := _PREFIX.search(line[:m.start()]):
             row['time'] = p[1]
             if t := re.search(r'\bTP(\d+)', p[2]): row['tp'] = int(t[1])
-        for k, v in _PAIR.findall(m[1]): row[_key(k)] = _value(v)
+        for k, v in _PAIR.findall(m[2]): row[_key(k)] = _value(v)
         out.append(row)
     return out
 

@@ -390,6 +390,17 @@ def test_read_server_log_text_and_path(tmp_path):
     (tmp_path/'server.log').write_text(LOG)
     assert read_server_log(tmp_path/'server.log') == tl == read_server_log(str(tmp_path/'server.log'))
 
+def test_read_server_log_current_format():
+    "0.5.23's decode line (metrics_reporter.report_decode_stats): a comma, an optional [iteration], a Ray actor prefix."
+    tl = read_server_log("(SchedulerActor pid=4242, ip=10.0.0.7) [2026-11-30 10:00:04 DP0 TP3 EP3] Decode batch [1234], "
+                         "#running-req: 2, #token: 512, token usage: 0.01, accept len: 2.84, accept rate: 0.61, cap len: 3.00, "
+                         "cuda graph: False, gen throughput (token/s): 180.22, #queue-req: 0\n"
+                         "[2026-11-30 10:00:05 TP0] Decode batch, #running-req: 1, #token: 9, token usage: 0.00, accept len: 1.00, "
+                         "accept rate: 0.00, cuda graph: True, gen throughput (token/s): 3.10, #queue-req: 0")
+    assert [(r['tp'], r['iter'], r['accept_len'], r['accept_rate'], r['cuda_graph']) for r in tl] == \
+           [(3, 1234, 2.84, 0.61, False), (0, None, 1.0, 0.0, True)]
+    assert tl[0]['cap_len'] == 3.0 and tl[0]['running_req'] == 2 and tl[1]['time'] == '2026-11-30 10:00:05'
+
 def test_read_debug_lines():
     text = ("EAGLE3_DEBUG[target.layer3] phase=decode shape=(1, 4096), norm=123.4, first5=[0.1, -0.2, ...]\n"
             "EAGLE3_DEBUG[target.resid[30]] phase=verify shape=(6, 7168) mean=0.01 absmax=12.5 nan=0 cycle=4\n"
