@@ -8,7 +8,7 @@ Needs a CUDA GPU and SGLang. This script installs nothing: from the repository r
 (the scheduler processes SGLang starts must be able to import `eagle3_workbench`, so an editable install of this
 repository in the same environment is required). Then:
 
-    python scripts/gpu_sglang_check.py [--out DIR] [--port 30123] [--only zoo,wide] [--skip live|server] [--timeout 900]
+    python scripts/gpu_sglang_check.py [--out DIR] [--port 30123] [--only zoo,wide] [--skip live,server,dumper] [--timeout 900]
 
 Two pairs are checked, each through both doors:
 
@@ -31,6 +31,10 @@ For each pair:
    requests; the server is stopped (its own process group only). Printed: the hook folder report, `presence_by_phase`,
    the widths of `draft.fc.in` (3 x the target's hidden size) and `draft.hidden` (the draft's), the phases seen, and
    the acceptance timeline `read_server_log` finds in the server log (random drafts accept ~1.0 tokens: expected).
+   Unless `--skip dumper`, the same server also runs SGLang's dumper (`DUMPER_ENABLE=1`, non-intrusive mode `all`,
+   filtered to the batch's ids and positions and the draft fc's input): `read_dumper` reads its files, and its
+   `draft.fc.in` must equal, bit for bit, the first `draft.fc.in` the `--forward-hooks` factory recorded (two doors,
+   one tensor).
 
 Everything is written under `--out` (default: a new temporary folder), which is printed at the end; the server logs are
 there. Exits with status 2 and a message when no GPU is visible or SGLang is missing; a step that fails prints its
@@ -138,11 +142,13 @@ def _http(url, payload=None, timeout=60):
     req = urllib.request.Request(url, data=data, headers={'Content-Type': 'application/json'})
     with urllib.request.urlopen(req, timeout=timeout) as f: return json.loads(f.read() or b'null')
 
-def step_server(name, target, draft, out, port, timeout):
+DUMPER_FILTER = r"name in ('input_ids', 'positions', 'seq_lens') or search(r'\.fc\.inputs', name) is not None"
+
+def step_server(name, target, draft, out, port, timeout, dumper=True):
     from eagle3_workbench.models import read_config
     from eagle3_workbench.conventions import resolve_wiring
     from eagle3_workbench.sglang import (forward_hooks_json, launch_command, read_hook_folder, presence_by_phase,
-                                         read_server_log)
+                                         read_server_log, read_dumper)
     banner(f"[{name}] sglang.launch_server --forward-hooks on {target} + {draft}")
     tcfg, dcfg = read_config(target), read_config(draft)
     n = tcfg['num_hidden_layers']
@@ -157,8 +163,13 @@ def step_server(name, target, draft, out, port, timeout):
     say(cmd)
     argv = shlex.split(cmd.replace('\\\n', ' '))
     argv[0] = sys.executable
+    env = dict(os.environ)
+    if dumper:
+        env.update(DUMPER_ENABLE='1', DUMPER_DIR=str(out/f'{name}-dumper'), DUMPER_NON_INTRUSIVE_MODE='all',
+                   DUMPER_FILTER=DUMPER_FILTER, DUMPER_ENABLE_OUTPUT_CONSOLE='0')
+        say(f"with SGLang's dumper: DUMPER_DIR={env['DUMPER_DIR']} DUMPER_FILTER={DUMPER_FILTER!r}")
     with open(log, 'w') as lf:
-        proc = subprocess.Popen(argv, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         t0 = time.time()
         while True:
@@ -202,6 +213,21 @@ def step_server(name, target, draft, out, port, timeout):
     acc = [r['accept_len'] for r in tl if r['accept_len'] is not None]
     say(f"acceptance timeline: {len(tl)} decode log lines, accept len {acc[:20]}{' ...' if len(acc) > 20 else ''}")
     if acc: say(f"mean accept len {sum(acc) / len(acc):.3f}")
+    if dumper:
+        banner(f"[{name}] SGLang's dumper, read back")
+        dcap = read_dumper(out/f'{name}-dumper', keep_tensors=True)
+        say(dcap.report()); say(presence_by_phase(dcap))
+        dfc = [r for r in dcap.merged if r.point == 'draft.fc.in']
+        if not dfc: raise RuntimeError("the dumper wrote no draft.fc.in (non_intrusive__model.fc.inputs.0)")
+        from eagle3_workbench.capture import load_tensor
+        same = torch_equal(load_tensor(fc[0]), dfc[0].tensor)
+        say(f"draft.fc.in: dumper {tuple(dfc[0].shape)} vs forward hook {tuple(fc[0].shape)}: "
+            f"{'bitwise equal' if same else 'DIFFERENT'}")
+        if not same: raise RuntimeError("the dumper's and the hook's first draft.fc.in differ")
+
+def torch_equal(a, b):
+    import torch
+    return a.shape == b.shape and torch.equal(a.cpu(), b.cpu())
 
 # ------------------------------------------------------------------------------------------------------------------
 
@@ -210,7 +236,7 @@ def main(argv=None):
     ap.add_argument('--out', type=Path, default=None, help="output folder (default: a new temporary folder)")
     ap.add_argument('--port', type=int, default=30123)
     ap.add_argument('--only', default='zoo,wide', help="pairs to check: zoo, wide (comma-separated)")
-    ap.add_argument('--skip', default='', help="steps to skip: live, server (comma-separated)")
+    ap.add_argument('--skip', default='', help="steps to skip: live, server, dumper (comma-separated)")
     ap.add_argument('--timeout', type=int, default=900, help="seconds to wait for a server to become ready")
     ap.add_argument('--live-child', nargs=2, metavar=('TARGET', 'FOLDER'), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -227,7 +253,7 @@ def main(argv=None):
         if target is None: say(f"unknown pair {name!r}"); failed.append(name); continue
         for step in ('server', 'live'):   # the server first: its GPU memory is back when it exits
             if step in skip: continue
-            try: step_server(name, target, draft, out, args.port, args.timeout) if step == 'server' else step_live(name, target, out)
+            try: step_server(name, target, draft, out, args.port, args.timeout, 'dumper' not in skip) if step == 'server' else step_live(name, target, out)
             except Exception:
                 traceback.print_exc(); failed.append(f'{name}: {step}')
     banner(f"outputs under {out}\n" + ('all steps passed' if not failed else f"FAILED: {failed}"))
