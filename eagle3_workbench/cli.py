@@ -87,9 +87,14 @@ def _wiring(a)->int:
 def _diagnose(a)->int:
     from eagle3_workbench.models import load_pair
     from eagle3_workbench.doctor import diagnose
+    deployment = None
+    if a.deployment:
+        from eagle3_workbench.sglang import read_capture
+        deployment = read_capture(a.deployment).records
     pair = load_pair(a.target, a.draft, engine=a.engine)
     d = diagnose(pair, read_prompts(a.prompts, a.n_prompts), training_dump=a.training_dump, engine=a.engine,
-                 wiring=a.wiring, algorithm=a.algorithm, accept=not a.no_accept)
+                 wiring=a.wiring, deployment=deployment, deployment_prompt=a.deployment_prompt, algorithm=a.algorithm,
+                 accept=not a.no_accept)
     print(json.dumps(d.to_json()) if a.json else d)
     return EXIT_OK if d.verdict == 'ok' else EXIT_CHECK_FAILED
 
@@ -156,6 +161,9 @@ def parser()->argparse.ArgumentParser:
     d.add_argument('--prompts', help='held-out prompt file (.jsonl or .txt; default: the zoo prompts)')
     d.add_argument('--n-prompts', type=int, default=None)
     d.add_argument('--wiring', type=_wiring_arg, default=None, help='what the deployment actually feeds, e.g. 0,2,6 (overrides the config reading)')
+    d.add_argument('--deployment', help="a capture folder from an SGLang deployment (--forward-hooks in mode 'full', the tensor dump, "
+                                        "or the dumper with fc inputs): the fed layers are identified from its draft.fc.in")
+    d.add_argument('--deployment-prompt', help='the prompt that deployment served (text), to match its token ids')
     d.add_argument('--algorithm', default='EAGLE3', help='the --speculative-algorithm the draft is served with')
     d.add_argument('--no-accept', action='store_true', help='skip measuring chain accept length before/after')
     d.add_argument('--json', action='store_true')

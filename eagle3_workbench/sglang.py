@@ -18,7 +18,7 @@ from .conventions import from_resid, resolve_wiring
 
 # %% auto #0
 __all__ = ['module_points', 'factory', 'forward_hooks_json', 'attach_forward_hooks', 'ServerCapture', 'read_hook_folder',
-           'read_debug_tensor_dump', 'read_dumper', 'read_server_log', 'read_debug_lines', 'Comparison',
+           'read_debug_tensor_dump', 'read_dumper', 'read_capture', 'read_server_log', 'read_debug_lines', 'Comparison',
            'compare_captures', 'Presence', 'presence_by_phase', 'launch_command', 'ConfigEdit', 'draft_config_edit',
            'live_runner']
 
@@ -728,6 +728,23 @@ def read_dumper(folder, # a dumper run folder (dump_* / sglang_dump_*), or the D
     if skipped: notes.append(f"{skipped} hand-dumped value(s) were not tensors and were skipped")
     dis, missing, more = _agreement(records, procs, rtol)
     return ServerCapture('sglang-dumper', str(folder), records, procs, dis, missing, notes + more, rtol)
+
+# %% ../nbs/08_sglang.ipynb #8ea48fd9
+def read_capture(folder, # a hook folder, a tensor dump folder or a dumper run (or the folder holding one)
+                 **kw, # passed to the reader (e.g. num_draft_tokens, n_layers, names, rtol)
+                )->ServerCapture:
+    "Read any of the three folders an SGLang deployment leaves (hook factory, tensor dump, dumper), telling them apart by name."
+    folder = Path(folder)
+    if not folder.is_dir(): raise FileNotFoundError(f"{folder}: no such folder")
+    subs = [d.name for d in folder.iterdir() if d.is_dir()]
+    if any(_PROCDIR.fullmatch(n) for n in subs): return read_hook_folder(folder, **kw)
+    if any(_TPDIR.fullmatch(n) for n in subs) or any(_TPDIR.fullmatch(d.name) for g in ('target', 'draft') if (folder/g).is_dir()
+                                                     for d in (folder/g).iterdir()):
+        return read_debug_tensor_dump(folder, keep_tensors=True, **kw)
+    if any(folder.glob('*.pt')) or any(_EXPDIR.fullmatch(n) for n in subs): return read_dumper(folder, keep_tensors=True, **kw)
+    raise FileNotFoundError(f"{folder}: not a capture folder: expected rank*_pid*/ (--forward-hooks), TP*_PP*_Rank*_pid*/ "
+                            f"(--debug-tensor-dump-output-folder, also under target/ and draft/), or dumper files "
+                            f"step=..___rank=..___name=...pt (DUMPER_ENABLE=1, also inside dump_*/)")
 
 # %% ../nbs/08_sglang.ipynb #a0436e61
 _DECODE = re.compile(r'Decode batch(?: \[(\d+)\])?[.,]?\s*(.*)$')
