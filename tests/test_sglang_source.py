@@ -65,6 +65,25 @@ def test_tensor_dump_written_by_sglang(sgl, tmp_path):
     assert sorted(model) == [0, 1] and all(model[n].stats['fingerprint'] == fingerprint(outs[n]) for n in (0, 1))
     assert all(model[n].stats['pass_file'] == n + 1 for n in (0, 1))
 
+def test_tensor_dump_split_layout_written_by_sglang(sgl, tmp_path):
+    "With EAGLE, SGLang's model runners dump into DIR/target and DIR/draft (load_model_utils.maybe_register_debug_tensor_dump_hook)."
+    torch.manual_seed(0)
+    target, draft = SglTarget(), LlamaForCausalLMEagle3(spelling='0.5.23')
+    sgl.tensor_dump.register_forward_hook_for_model(target, str(tmp_path/'target'), None, 1, 0, 0)
+    sgl.tensor_dump.register_forward_hook_for_model(draft, str(tmp_path/'draft'), None, 1, 0, 0)
+    ids, pos, feats = torch.tensor([3, 5, 7, 9]), torch.arange(4), torch.randn(4, 24)
+    with torch.no_grad():
+        target(ids, pos, fbatch('EXTEND', pos, ids))
+        draft(ids, pos, fbatch('DRAFT_EXTEND', pos, ids, feats))
+        fc_out = draft.model.fc(feats)
+        h, r = draft.model.layers[0](pos, draft.model.embed_tokens(ids), fc_out, None, None)
+    cap = read_debug_tensor_dump(tmp_path)
+    assert any('split' in n for n in cap.notes) and {p['group'] for p in cap.processes} == {'target', 'draft'}
+    d = {r.point: r for r in cap.records if r.stats['group'] == 'draft'}
+    assert d['draft.fc.out'].stats['fingerprint'] == fingerprint(fc_out) and d['draft.fc.out'].phase == 'inferred:draft_extend'
+    assert d['draft.hidden'].stats['fingerprint'] == fingerprint(h + r)
+    assert {'draft.hidden_norm', 'draft.input_layernorm', 'draft.norm'} <= set(d)
+
 def test_dumper_written_by_sglang(sgl, tmp_path):
     torch.manual_seed(0)
     target, draft = SglTarget(), LlamaForCausalLMEagle3(spelling='0.5.23')
