@@ -18,9 +18,9 @@ from .conventions import from_resid, resolve_wiring
 
 # %% auto #0
 __all__ = ['module_points', 'factory', 'forward_hooks_json', 'attach_forward_hooks', 'ServerCapture', 'read_hook_folder',
-           'read_debug_tensor_dump', 'read_dumper', 'read_capture', 'read_server_log', 'read_debug_lines', 'Comparison',
-           'compare_captures', 'Presence', 'presence_by_phase', 'launch_command', 'ConfigEdit', 'draft_config_edit',
-           'live_runner']
+           'read_debug_tensor_dump', 'read_dumper', 'read_capture', 'read_server_log', 'server_log_figure',
+           'read_debug_lines', 'Comparison', 'compare_captures', 'Presence', 'presence_by_phase', 'launch_command',
+           'ConfigEdit', 'draft_config_edit', 'live_runner']
 
 # %% ../nbs/08_sglang.ipynb #dbb38173
 _DRAFT_PARTS = {
@@ -783,6 +783,59 @@ def read_server_log(text_or_path, # the log text, or the path of a log file
         for k, v in _PAIR.findall(m[2]): row[_key(k)] = _value(v)
         out.append(row)
     return out
+
+# %% ../nbs/08_sglang.ipynb #4b320feb
+def server_log_figure(timeline, # rows of read_server_log (or the log text / path itself)
+                      reference:float|None=None, # an accept length measured elsewhere (in-process), drawn as a line
+                      backend='plotly', # 'plotly' or 'matplotlib'
+                     ): # a plotly or matplotlib Figure
+    "Accept length and accept rate over an SGLang server log's decode lines, per rank."
+    from eagle3_workbench.figures import _backend, _mpl_figure, COLORS   # here, not at the top: the hook factory's processes never plot
+    rows = timeline if isinstance(timeline, list) else read_server_log(timeline)
+    rows = [r for r in rows if r.get('accept_len') is not None]
+    if not rows: raise ValueError("no decode line with an accept len: was the server run with --speculative-algorithm "
+                                  "and a --decode-log-interval small enough to log during the requests?")
+    by_time = all(r['time'] for r in rows)
+    x = lambda r: r['time'] if by_time else r['line']
+    ranks = sorted({r['tp'] for r in rows}, key=lambda t: -1 if t is None else t)
+    mean = sum(r['accept_len'] for r in rows) / len(rows)
+    title = (f"Server log: {len(rows)} decode lines, mean accept len {mean:.2f}" +
+             (f" (in-process {reference:.2f})" if reference is not None else ''))
+    eager = [r for r in rows if any(v is False for k, v in r.items() if k.endswith('_graph'))]   # cuda / cpu / npu graph
+    if _backend(backend) == 'plotly':
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=('accept len', 'accept rate'))
+        for t in ranks:
+            rs = [r for r in rows if r['tp'] == t]
+            name = 'log' if t is None else f'TP{t}'
+            fig.add_trace(go.Scatter(x=[x(r) for r in rs], y=[r['accept_len'] for r in rs], mode='lines+markers', name=f'{name} accept len'), 1, 1)
+            if any(r['accept_rate'] is not None for r in rs):
+                fig.add_trace(go.Scatter(x=[x(r) for r in rs], y=[r['accept_rate'] for r in rs], mode='lines+markers', name=f'{name} accept rate'), 2, 1)
+        if eager: fig.add_trace(go.Scatter(x=[x(r) for r in eager], y=[r['accept_len'] for r in eager], mode='markers', name='graph off (eager)',
+                                           marker=dict(symbol='circle-open', size=12, color=COLORS['unexpected'])), 1, 1)
+        if reference is not None:
+            xs = [x(r) for r in rows]
+            fig.add_trace(go.Scatter(x=[min(xs), max(xs)], y=[reference] * 2, mode='lines', name='in-process',
+                                     line=dict(dash='dash', color=COLORS['trained'])), 1, 1)
+        fig.update_yaxes(rangemode='tozero', row=1, col=1); fig.update_yaxes(range=[0, 1.05], row=2, col=1)
+        fig.update_xaxes(title_text='time' if by_time else 'log line', row=2, col=1)
+        fig.update_layout(title=title, height=520)
+        return fig
+    fig = _mpl_figure((10, 5.5))
+    a1, a2 = fig.subplots(2, 1, sharex=True)
+    for t in ranks:
+        rs = [r for r in rows if r['tp'] == t]
+        name = 'log' if t is None else f'TP{t}'
+        a1.plot(range(len(rs)) if by_time else [r['line'] for r in rs], [r['accept_len'] for r in rs], marker='o', label=name)
+        if any(r['accept_rate'] is not None for r in rs):
+            a2.plot(range(len(rs)) if by_time else [r['line'] for r in rs], [r['accept_rate'] if r['accept_rate'] is not None else float('nan') for r in rs], marker='o', label=name)
+    if reference is not None: a1.axhline(reference, linestyle='--', color=COLORS['trained'], label='in-process')
+    a1.set(title=title, ylabel='accept len', ylim=(0, None)); a2.set(ylabel='accept rate', ylim=(0, 1.05),
+                                                                       xlabel='decode line' if by_time else 'log line')
+    a1.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
 
 # %% ../nbs/08_sglang.ipynb #19722caf
 _DEBUG_VALUE = r'(\([^)]*\)|torch\.Size\(\[[^\]]*\]\)|\[[^\]]*\]|[^,\s]+)'
