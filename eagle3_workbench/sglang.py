@@ -1117,6 +1117,29 @@ def _synthetic_reqs(b1, input_len:int, vocab:int, decode_steps:int)->list:
         if hasattr(r, 'fill_ids'): r.fill_ids = list(ids[0])
     return reqs
 
+def _bench_module():
+    "SGLang's one-batch benchmark: sglang.benchmark.one_batch (0.5.2x) or sglang.bench_one_batch (before)."
+    for name in ('sglang.benchmark.one_batch', 'sglang.bench_one_batch'):
+        try: return import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name not in (name, name.rsplit('.', 1)[0]): raise   # a missing dependency, not a missing module: say so
+    raise RuntimeError("this SGLang has neither sglang.benchmark.one_batch nor sglang.bench_one_batch: live_runner follows "
+                       "the one-batch benchmark and cannot run; use --forward-hooks on a server (forward_hooks_json)")
+
+def _load_bench_runner(b1, server_args, port_args_cls):
+    "The ModelRunner, built after the steps SGLang's latency test takes before load_model (the ones this version has)."
+    sa = server_args
+    if hasattr(sa, 'resolve_once'): sa.resolve_once()
+    if hasattr(b1, '_set_envs_and_config'): b1._set_envs_and_config(sa)
+    pa = port_args_cls.init_new(sa)
+    if all(hasattr(b1, n) for n in ('publish', 'SpawnRanks', 'spawn_world_rank')):
+        b1.publish(sa, role='scheduler', ranks=b1.SpawnRanks(world_rank=b1.spawn_world_rank(sa, tp_rank=0, pp_rank=0), gpu_id=0))
+    if hasattr(b1, '_init_process_global_configs'): b1._init_process_global_configs()
+    try: loaded = b1.load_model(sa, pa, 0, 0)
+    except TypeError: loaded = b1.load_model(sa, pa, 0)   # older signature (server_args, port_args, tp_rank)
+    runner = loaded[0] if isinstance(loaded, tuple) else loaded
+    return getattr(runner, 'torch_runner', runner)   # newer SGLang wraps the ModelRunner for its benchmark loop
+
 def live_runner(target_path, # target directory or zoo:NAME
                 folder, # where the hooks write (as with --forward-hooks)
                 resid_layers=None, # resid indices to record (default: all, 0..N)
@@ -1131,15 +1154,11 @@ def live_runner(target_path, # target directory or zoo:NAME
     from eagle3_workbench.models import resolve_path, read_config
     path = resolve_path(target_path)
     n = int(read_config(path)['num_hidden_layers'])
-    import sglang.bench_one_batch as b1
+    b1 = _bench_module()
     from sglang.srt.server_args import ServerArgs, PortArgs
     sa = ServerArgs(model_path=str(path), tp_size=1, disable_cuda_graph=True, mem_fraction_static=mem_fraction_static,
                     dtype=dtype, trust_remote_code=True)
-    pa = PortArgs.init_new(sa)
-    try: loaded = b1.load_model(sa, pa, 0, 0)
-    except TypeError: loaded = b1.load_model(sa, pa, 0)   # older signature (server_args, port_args, tp_rank)
-    runner = loaded[0] if isinstance(loaded, tuple) else loaded
-    runner = getattr(runner, 'torch_runner', runner)   # newer SGLang wraps the ModelRunner for its benchmark loop
+    runner = _load_bench_runner(b1, sa, PortArgs)
     handles = attach_forward_hooks(runner.model, forward_hooks_json(range(n + 1) if resid_layers is None else resid_layers,
                                                                      n, folder, draft_spelling='none', mode=mode), role='target')
     try:
