@@ -37,6 +37,7 @@ _DRAFT_PARTS = {
 _TARGET_PARTS = {'embed_tokens': (('target.resid[0]', 'output'),), 'norm': (('target.norm', 'output'),),
                  'lm_head': (('target.logits', 'output'),)}
 _LAYER = re.compile(r'^(?:model\.)?layers\.(\d+)$')
+_INPUT_NORM = re.compile(r'^(?:model\.)?layers\.(\d+)\.input_layernorm$')
 
 def _draft_name(name:str)->str:
     "A draft module name in the 0.5.6 spelling: no `model.` prefix, `layers.0` -> `midlayer`."
@@ -44,13 +45,15 @@ def _draft_name(name:str)->str:
     return 'midlayer' + n[len('layers.0'):] if n == 'layers.0' or n.startswith('layers.0.') else n
 
 def module_points(role:str, # 'target' or 'draft'
-                  name:str, # the module's name in `named_modules()`, e.g. 'model.layers.3', 'model.fc'
-                 )->list: # (canonical point, how it is read) pairs; how: 'output', 'input' or 'output+residual'
+                  name:str, # the module's name in `named_modules()`, e.g. 'model.layers.3.input_layernorm', 'model.fc'
+                  n_layers:int|None=None, # the target's N: `model.norm` then also yields resid[N]
+                 )->list: # (point, how) pairs; how: 'output', 'input', 'output+residual' or 'norm_residual'
     "The canonical points a module of an SGLang (or transformers) target or draft yields, and how each is read."
     if role == 'target':
-        if m := _LAYER.match(name): return [(f'target.resid[{int(m[1]) + 1}]', 'output+residual')]
+        if m := _INPUT_NORM.match(name): return [(f'target.resid[{int(m[1])}]', 'norm_residual')]
         short = name.removeprefix('model.')
-        if name == 'lm_head' or short in ('embed_tokens', 'norm'): return list(_TARGET_PARTS['lm_head' if name == 'lm_head' else short])
+        if short == 'norm': return list(_TARGET_PARTS['norm']) + ([(f'target.resid[{n_layers}]', 'norm_residual')] if n_layers else [])
+        if name == 'lm_head' or short == 'embed_tokens': return list(_TARGET_PARTS['lm_head' if name == 'lm_head' else short])
     elif role == 'draft' and (parts := _DRAFT_PARTS.get(_draft_name(name))): return list(parts)
     return [(f'module:{role}:{name}', 'output')]
 
@@ -60,12 +63,15 @@ def _first_tensor(x):
     if isinstance(x, (tuple, list)): return next((v for v in x if isinstance(v, torch.Tensor)), None)
     return None
 
+def _is_pair(output)->bool:
+    return (isinstance(output, (tuple, list)) and len(output) >= 2 and all(isinstance(t, torch.Tensor) for t in output[:2])
+            and output[0].shape == output[1].shape)
+
 def _read_point(how, args, output):
     "The tensor a point denotes, and how it was obtained."
     if how == 'input': return _first_tensor(args), 'input'
-    if (how == 'output+residual' and isinstance(output, (tuple, list)) and len(output) >= 2
-            and all(isinstance(t, torch.Tensor) for t in output[:2]) and output[0].shape == output[1].shape):
-        return output[0] + output[1], 'hidden_states+residual'
+    if how == 'norm_residual': return (output[1], 'residual_sum') if _is_pair(output) else (_first_tensor(args), 'norm_input')
+    if how == 'output+residual' and _is_pair(output): return output[0] + output[1], 'hidden_states+residual'
     return _first_tensor(output), 'output'
 
 # %% ../nbs/08_sglang.ipynb #bb324b69
@@ -106,7 +112,8 @@ _CONFIG = {'folder': "the top output folder, shared by all processes (required)"
            'mode': "'stats' (default) or 'full'", 'name': "a label stored in every record",
            'max_tokens_per_record': "per-token norms, positions and token ids kept per record (default 4096)",
            'modules': "optional {'target': [names], 'draft': [names]}: record only these modules",
-           'num_draft_tokens': "lets the phase inference recognise verify passes from positions alone"}
+           'num_draft_tokens': "lets the phase inference recognise verify passes from positions alone",
+           'n_layers': "the target's number of decoder layers: model.norm then yields resid[N]"}
 _ANCHOR = 'model'
 
 class _Named(NamedTuple):
@@ -286,7 +293,7 @@ class _Hook:
         if p is None: p = s.open[role] = _Pass()
         p.seen.add(id(module))
         if not {'mode', 'positions'} & set(p.ev): p.learn(_evidence(name, args, limit))
-        for point, how in module_points(role, name):
+        for point, how in module_points(role, name, self.cfg.get('n_layers')):
             t, reading = _read_point(how, args, output)
             if t is None: continue
             st = tensor_stats(t, max_tokens=limit)
@@ -314,7 +321,7 @@ _SPELLINGS = {'0.5.6': ('model.fc', 'model.midlayer'), '0.5.23': ('model.fc', 'm
 
 def _resid_module(k:int, n:int)->str:
     if not 0 <= k <= n: raise ValueError(f"resid[{k}] does not exist: a target with {n} layers has resid[0..{n}]")
-    return 'model.embed_tokens' if k == 0 else f'model.layers.{k-1}'
+    return 'model.embed_tokens' if k == 0 else 'model.norm' if k == n else f'model.layers.{k}.input_layernorm'
 
 def forward_hooks_json(resid_layers, # resid indices to record, e.g. (2, 30, 58)
                        n_layers:int, # number of decoder layers of the target (N)
@@ -329,7 +336,7 @@ def forward_hooks_json(resid_layers, # resid indices to record, e.g. (2, 30, 58)
     tmods = list(dict.fromkeys(_resid_module(int(k), n_layers) for k in resid_layers))
     dmods = list(_SPELLINGS[draft_spelling])
     cfg = dict(folder=str(folder), mode=mode, name=name, max_tokens_per_record=max_tokens_per_record,
-               modules={'target': tmods, 'draft': dmods})
+               modules={'target': tmods, 'draft': dmods}, n_layers=int(n_layers))
     factory(cfg)   # validate now, not in the server
     mods = list(dict.fromkeys(tmods + dmods + [_ANCHOR]))
     return json.dumps([dict(name=name, target_modules=mods, hook_factory='eagle3_workbench.sglang:factory', config=cfg)])
@@ -660,6 +667,7 @@ def _manual_point(name:str, tags:dict, names)->str:
 
 def read_dumper(folder, # a dumper run folder (dump_* / sglang_dump_*), or the DIR holding exactly one
                 names=None, # hand-dumped name -> point: a dict (values may use tags: 'target.resid[{layer_id}]') or f(name, tags)
+                n_layers:int|None=None, # target layers N: names model.norm's residual resid[N]
                 num_draft_tokens:int|None=None, # lets the phase inference recognise verify passes
                 modules:bool=False, # also record every other hooked module's output as module:<role>:<name>
                 keep_tensors:bool=False, # attach the (CPU) tensors to the records (needed by fed_from_capture)
@@ -709,7 +717,7 @@ def read_dumper(folder, # a dumper run folder (dump_* / sglang_dump_*), or the D
                 if keep_tensors: r.tensor = t
                 records.append(r); per_rank[rank] = per_rank.get(rank, 0) + 1
             for mod, args, output, first in mods:
-                for point, how in module_points(role, mod or '<root>'):
+                for point, how in module_points(role, mod or '<root>', n_layers):
                     if point.startswith('module:') and not modules: continue
                     t, reading = _read_point(how, args, output)
                     if t is not None: add(point, t, first, module=mod, reading=reading)
@@ -1096,10 +1104,10 @@ def draft_config_edit(draft_config:dict, # the draft's config.json, as a dict (n
     return ConfigEdit(cfg, '\n'.join(lines + [f"# SGLang and vLLM now both feed resid{list(resid)}"] + notes))
 
 # %% ../nbs/08_sglang.ipynb #1ab04232
-def _require_live():
+def _require_live(device='cuda'):
     missing = []
     if find_spec('sglang') is None: missing.append("sglang is not installed (on a CUDA machine: pip install -e .[sglang])")
-    if not torch.cuda.is_available(): missing.append("no CUDA device is visible (torch.cuda.is_available() is False)")
+    if device == 'cuda' and not torch.cuda.is_available(): missing.append("no CUDA device is visible (torch.cuda.is_available() is False)")
     if missing:
         raise RuntimeError("live_runner builds an SGLang ModelRunner in this process and needs a GPU and SGLang: "
                            + '; '.join(missing) + ". Without them, probe a server with --forward-hooks (forward_hooks_json, "
@@ -1148,16 +1156,17 @@ def live_runner(target_path, # target directory or zoo:NAME
                 mode:str='stats', # 'stats' or 'full'
                 mem_fraction_static:float=0.5, # SGLang's KV-cache memory share
                 dtype:str='auto', # SGLang's --dtype
+                device:str='cuda', # SGLang's --device: 'cuda', or 'cpu' (SGLang's CPU backend; slow, but no GPU needed)
                )->ServerCapture: # what the hooks recorded, read back
     "Build a TP-1 SGLang ModelRunner in-process (CUDA graphs off), hook it with `factory`, run prefill + decode, read back."
-    _require_live()
+    _require_live(device)
     from eagle3_workbench.models import resolve_path, read_config
     path = resolve_path(target_path)
     n = int(read_config(path)['num_hidden_layers'])
     b1 = _bench_module()
     from sglang.srt.server_args import ServerArgs, PortArgs
     sa = ServerArgs(model_path=str(path), tp_size=1, disable_cuda_graph=True, mem_fraction_static=mem_fraction_static,
-                    dtype=dtype, trust_remote_code=True)
+                    dtype=dtype, trust_remote_code=True, **({} if device == 'cuda' else {'device': device}))
     runner = _load_bench_runner(b1, sa, PortArgs)
     handles = attach_forward_hooks(runner.model, forward_hooks_json(range(n + 1) if resid_layers is None else resid_layers,
                                                                      n, folder, draft_spelling='none', mode=mode), role='target')

@@ -76,7 +76,7 @@ def test_read_hook_folder_merges_ranks_and_they_agree(ranks):
     cap = read_hook_folder(ranks.A)
     assert cap.ranks == [0, 1] and cap.agree, cap.report()
     assert len(cap.merged) * 2 == len(cap.records)
-    points = [f'target.resid[{k}]' for k in range(N + 1)]
+    points = [f'target.resid[{k}]' for k in range(N + 1)] + ['target.norm']   # model.norm yields resid[N] and its own output
     for rank in (0, 1):
         got = [(r.stats['pass'], r.point) for r in cap.records if r.stats['rank'] == rank]
         assert sorted(got) == sorted((p, pt) for p in (0, 1) for pt in points)   # a pass counter per process
@@ -91,14 +91,16 @@ def test_recorded_resid_equals_transformers_hidden_states(ranks):
             assert r.stats['norm_mean'] == pytest.approx(ranks.hf[str(k)]['norm_mean'], rel=1e-6)
             assert r.token_ids == list(range(1, 9))
     last = next(r for r in cap.merged if r.point == f'target.resid[{N}]')
-    assert last.stats['reading'] == 'output' and last.stats['module'] == f'model.layers.{N-1}'
-    assert last.stats['fingerprint'] != ranks.hf[str(N)]['fingerprint']   # the normed last entry is another tensor
+    assert last.stats['reading'] == 'norm_input' and last.stats['module'] == 'model.norm'
+    assert last.stats['fingerprint'] != ranks.hf[str(N)]['fingerprint']   # the normed last entry is another tensor:
+    normed = next(r for r in cap.merged if r.point == 'target.norm')       # the final norm's output
+    assert normed.stats['fingerprint'] == ranks.hf[str(N)]['fingerprint']
 
 def test_perturbed_rank_is_reported(ranks):
     cap = read_hook_folder(ranks.B)
     assert not cap.agree and cap.disagreeing_ranks == [1]
     bad = sorted({d['point'] for d in cap.disagreements})
-    assert bad == [f'target.resid[{k}]' for k in (4, 5, 6)]   # layer 3 was changed: its output on
+    assert bad == ['target.norm'] + [f'target.resid[{k}]' for k in (4, 5, 6)]   # layer 3 was changed: its output on
     assert {d['pass'] for d in cap.disagreements} == {0, 1}
     assert 'rank 1 vs rank 0' in cap.report()
     assert read_hook_folder(ranks.A, ranks=[0, 1, 2]).missing_ranks == [2]
@@ -187,12 +189,13 @@ def test_target_and_draft_in_one_process(tmp_path, spelling):
         for h in handles: h.remove()
     cap = read_hook_folder(tmp_path)
     got = sorted((r.stats['pass'], r.phase, r.point) for r in cap.records)
-    assert got == [(0, 'inferred:prefill', 'target.resid[0]'), (0, 'inferred:prefill', 'target.resid[2]'),
-                   (0, 'inferred:prefill', 'target.resid[3]'),
+    assert got == [(0, 'inferred:prefill', 'target.norm'), (0, 'inferred:prefill', 'target.resid[0]'),
+                   (0, 'inferred:prefill', 'target.resid[2]'), (0, 'inferred:prefill', 'target.resid[3]'),
                    (1, 'inferred:draft_extend', 'draft.fc.in'), (1, 'inferred:draft_extend', 'draft.fc.out'),
                    (1, 'inferred:draft_extend', 'draft.hidden'), (2, 'inferred:draft', 'draft.hidden'),
-                   (3, 'inferred:verify', 'target.resid[0]'), (3, 'inferred:verify', 'target.resid[2]'),
-                   (3, 'inferred:verify', 'target.resid[3]')]   # target layer 0 matched the draft glob but was not asked for
+                   (3, 'inferred:verify', 'target.norm'), (3, 'inferred:verify', 'target.resid[0]'),
+                   (3, 'inferred:verify', 'target.resid[2]'), (3, 'inferred:verify', 'target.resid[3]')]
+    # target layer 0 matched the draft glob but was not asked for; model.norm gives resid[3] and its own output
     from eagle3_workbench.capture import load_tensor
     fc_in = next(r for r in cap.records if r.point == 'draft.fc.in')
     assert torch.equal(load_tensor(fc_in), feats) and fc_in.shape == (4, 24)
@@ -203,7 +206,7 @@ def test_target_and_draft_in_one_process(tmp_path, spelling):
     for k in (0, 2, 3):
         r = next(r for r in cap.records if r.point == f'target.resid[{k}]' and r.stats['pass'] == 0)
         assert torch.equal(load_tensor(r), rs[k]), k
-    assert next(r for r in cap.records if r.point == 'target.resid[2]').stats['reading'] == 'hidden_states+residual'
+    assert next(r for r in cap.records if r.point == 'target.resid[2]').stats['reading'] == 'residual_sum'
     assert next(r for r in cap.records if r.point == 'target.resid[3]').positions == [0, 1, 2, 3]
 
 def test_phase_from_positions_without_forward_mode(tmp_path):
@@ -212,17 +215,16 @@ def test_phase_from_positions_without_forward_mode(tmp_path):
     js = forward_hooks_json([1], 3, tmp_path)
     spec = json.loads(js); spec[0]['config']['num_draft_tokens'] = 3
     handles = list(sglang_register(target, json.dumps(spec)))
-    nomode = lambda pos: SimpleNamespace(positions=pos)   # no forward_mode: phase from the layers' positions argument
+    nomode = lambda pos: SimpleNamespace(positions=pos)   # no forward_mode: the phase comes from the anchor's positions
     try:
         with torch.no_grad():
-            for pos in (torch.arange(5), torch.arange(5, 8), torch.tensor([8])):
-                target.model.layers[0](pos, target.model.embed_tokens(pos % 40), nomode(pos), None)
+            for pos in (torch.arange(5), torch.arange(5, 8), torch.tensor([8])): target.model(pos % 40, pos, nomode(pos))
     finally:
         for h in handles: h.remove()
-    sg._flush_all()   # no anchor fired: the last open pass is closed at exit, or by hand
     cap = read_hook_folder(tmp_path)
     assert [r.phase for r in cap.records] == ['inferred:prefill', 'inferred:verify', 'inferred:decode']
     assert all(r.stats['phase_inferred'] and 'positions' in r.stats['phase_evidence'] for r in cap.records)
+    assert [r.positions for r in cap.records] == [[0, 1, 2, 3, 4], [5, 6, 7], [8]]
 
 def test_factory_config_errors():
     with pytest.raises(ValueError, match=r"config\['folder'\]"): factory({})
@@ -240,20 +242,22 @@ def test_hook_never_raises_into_the_server(tmp_path, monkeypatch):
     assert 'RuntimeError: boom' in log.read_text()
 
 def test_module_points_both_spellings():
-    assert module_points('target', 'model.layers.57') == [('target.resid[58]', 'output+residual')]
+    assert module_points('target', 'model.layers.58.input_layernorm') == [('target.resid[58]', 'norm_residual')]
+    assert module_points('target', 'model.layers.57') == [('module:target:model.layers.57', 'output')]
     assert module_points('draft', 'model.layers.0.self_attn') == module_points('draft', 'model.midlayer.self_attn') == [('draft.attn', 'output')]
 
 def test_forward_hooks_json():
     spec = json.loads(forward_hooks_json((0, 2, 30, 58), 61, '/x', draft_spelling='0.5.23'))[0]
     assert spec['hook_factory'] == 'eagle3_workbench.sglang:factory'
-    assert spec['target_modules'] == ['model.embed_tokens', 'model.layers.1', 'model.layers.29', 'model.layers.57',
-                                      'model.fc', 'model.layers.0', 'model']
+    assert spec['target_modules'] == ['model.embed_tokens', 'model.layers.2.input_layernorm', 'model.layers.30.input_layernorm',
+                                      'model.layers.58.input_layernorm', 'model.fc', 'model.layers.0', 'model']
+    assert spec['config']['n_layers'] == 61
     with pytest.raises(ValueError, match='draft_spelling'): forward_hooks_json([2], 61, '/x', draft_spelling='0.6')
 
 def test_attach_forward_hooks_registers_names_and_handles(tmp_path):
     target = SglTarget()
     handles = attach_forward_hooks(target, forward_hooks_json([1, 2], 3, tmp_path))
-    assert len(handles) == 3   # layers 0 and 1, and the anchor
+    assert len(handles) == 4   # the norms of layers 1 and 2, the draft glob model.layers.0 (matched, never recorded), the anchor
     for h in handles: h.remove()
     assert sum(len(m._forward_hooks) for m in target.modules()) == 0
 

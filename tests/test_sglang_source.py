@@ -105,7 +105,7 @@ def test_dumper_written_by_sglang(sgl, tmp_path):
     finally:
         for h in hooked: h.remove()
         d.configure(enable=False)
-    cap = read_dumper(tmp_path, keep_tensors=True, num_draft_tokens=3, names={'layer_probe': 'target.resid[{layer_id}]'})
+    cap = read_dumper(tmp_path, keep_tensors=True, n_layers=3, num_draft_tokens=3, names={'layer_probe': 'target.resid[{layer_id}]'})
     assert cap.source == 'sglang-dumper' and cap.ranks == [0] and any('step=' in n for n in cap.notes)
     rs = unfused_resid(target, ids)
     pre = {r.point: r for r in cap.records if r.stats['pass'] == 0}
