@@ -22,8 +22,9 @@ Two pairs are checked, each through both doors:
 For each pair:
 
 1. `live`: in a fresh subprocess, `eagle3_workbench.sglang.live_runner` builds a tensor-parallel-1 SGLang `ModelRunner`
-   for the target (CUDA graphs off), hooks every decoder layer with the `--forward-hooks` factory, runs one prefill
-   and two decode passes, and prints what the hooks recorded (`read_hook_folder` report, `presence_by_phase`). The
+   for the target (CUDA graphs off), hooks every resid[k] (each layer's input norm, the final norm) with the
+   `--forward-hooks` factory, runs one prefill and two decode passes, and prints what the hooks recorded
+   (`read_hook_folder` report, `presence_by_phase`). The
    prefill's `target.resid[k]` are then compared with the in-process `Capture` of the transformers model on the same
    token ids (`compare_captures`; SGLang's bf16 against fp32: 'close', not 'identical', is the expected verdict).
 2. `server`: `python -m sglang.launch_server` with `--speculative-algorithm EAGLE3`, TP 1, the `--forward-hooks` JSON of
