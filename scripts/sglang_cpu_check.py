@@ -1,36 +1,48 @@
 #!/usr/bin/env python
-"""Run `eagle3_workbench.sglang.live_runner` in a real SGLang `ModelRunner` on CPU, and check what its hooks record.
+"""Check `eagle3_workbench.sglang` against a real SGLang on CPU: the live runner and a `--forward-hooks` server.
 
-SGLang has a CPU backend (`--device cpu`; Intel AMX kernels when present, else `torch_native`). This script builds a
-tensor-parallel-1 `ModelRunner` for the zoo's `tiny-llama` target with it, exactly as `live_runner` does on a GPU, runs
-one prefill and two decode passes with the `--forward-hooks` factory attached, and compares every prefill `resid[k]`
-the hooks recorded with an in-process `Capture` of the transformers model on the same token ids (fp32 on both sides:
-the verdict must be 'close' at rtol 1e-4 for every k). A wrong reading of SGLang's residual stream shows up here as
-norms that differ by an order of magnitude; that is how the switch of 0.5.23's decoder layers to "layer boundaries"
-(the layer returns only its MLP output) was found.
+SGLang has a CPU backend (`--device cpu`; Intel AMX kernels when present, else `torch_native`). Two steps, each on the
+zoo's `tiny-llama` target, each comparing every prefill `resid[k]` the hooks recorded with an in-process `Capture` of
+the transformers model on the same token ids (fp32 on both sides: the verdict must be 'close' at rtol 1e-4):
+
+1. `live`: `live_runner(..., device='cpu')` builds a tensor-parallel-1 `ModelRunner` exactly as it does on a GPU and
+   runs one prefill and two decode passes with the `--forward-hooks` factory attached, on every resid[0..N].
+2. `server`: `python -m sglang.launch_server --device cpu` with the `--forward-hooks` JSON of `forward_hooks_json`
+   for the draft's wiring (so SGLang's own hook manager registers the factory, in its scheduler subprocess), one
+   greedy request, then the hook folder and the server log are read back. The draft is not loaded: EAGLE-3 on SGLang
+   0.5.23's CPU backend stops at start-up (its KV-cache copy for speculative decoding is a Triton kernel).
+
+A wrong reading of SGLang's residual stream shows up here as norms that differ by an order of magnitude; that is how
+the switch of 0.5.23's decoder layers to "layer boundaries" (the layer returns only its MLP output) was found.
 
 Not in the test suite: it needs SGLang, which pins its own torch and pulls CUDA kernel packages. On a CPU machine with
 this repository's environment (torch 2.13 CPU), make a virtual environment that reuses it and add SGLang without its
 dependencies, then the pure-Python packages its import chain needs:
 
     python -m venv --system-site-packages /tmp/sglvenv
-    /tmp/sglvenv/bin/pip install --no-deps sglang==0.5.23 aiohappyeyeballs aiohttp aiosignal compressed-tensors dill \\
-        einops fastapi frozenlist gguf loguru msgspec multidict openai partial-json-parser propcache psutil pybase64 \\
-        sentencepiece setproctitle starlette triton uvicorn uvloop yarl
+    /tmp/sglvenv/bin/pip install --no-deps sglang==0.5.23 aiohappyeyeballs aiohttp aiosignal apache-tvm-ffi \\
+        compressed-tensors dill einops fastapi frozenlist gguf loguru msgspec multidict openai partial-json-parser \\
+        propcache psutil pybase64 python-multipart sentencepiece setproctitle soundfile starlette triton uvicorn \\
+        uvloop xgrammar yarl
     /tmp/sglvenv/bin/python scripts/sglang_cpu_check.py
 
-SGLang imports some GPU-only packages at module level (sgl_kernel, flashinfer, tvm_ffi, ...) and torchvision (for
+SGLang imports some GPU-only packages at module level (sgl_kernel, flashinfer, deep_gemm, ...) and torchvision (for
 multimodal configs). Those cannot be installed next to a CPU torch, so this script puts import-only stand-ins in their
-place before SGLang is imported. They are never part of the computation on the CPU path: if one were, the hooks'
-tensors would not match transformers' and the check would fail. `zoo:tiny-dsv3` is not checked here: SGLang's CPU
+place before SGLang is imported (in the server's subprocesses too, through a `sitecustomize` on `PYTHONPATH`). They
+are never part of the computation on the CPU path: if one were, the hooks' tensors would not match transformers' and
+the check would fail. `zoo:tiny-dsv3` is not checked here: SGLang's CPU
 rotary embedding for DeepSeek requires a `rope_scaling` config, which the zoo model does not have.
 
-Exit status: 0 when every point is close, 1 when not, 2 when SGLang cannot be imported.
+    /tmp/sglvenv/bin/python scripts/sglang_cpu_check.py [--skip live|server] [--port 30123]
+
+Exit status: 0 when every point is close in every step, 1 when not, 2 when SGLang cannot be imported.
 """
-import importlib.abc, importlib.machinery, json, subprocess, sys, tempfile, types
+import argparse, importlib.abc, importlib.machinery, json, os, shlex, signal, subprocess, sys, tempfile, time, types, urllib.request
 from pathlib import Path
 
-STAND_INS = ('torchvision', 'sgl_kernel', 'flashinfer', 'tvm_ffi', 'deep_gemm', 'flash_attn', 'vllm', 'opentelemetry')
+STAND_INS = ('torchvision', 'sgl_kernel', 'flashinfer', 'deep_gemm', 'flash_attn', 'vllm', 'opentelemetry', 'llguidance',
+             'outlines', 'outlines_core')
+PROMPT = "The quick brown fox jumps over the lazy dog. Then the dog"
 
 class _Anything(type):
     "A class whose every attribute, call, item and union is itself: enough for import-time references."
@@ -74,28 +86,113 @@ def child(target:str, folder:str)->int:
     pre = [r for r in cap.merged if r.phase == 'inferred:prefill']
     ids = next(r.token_ids for r in pre if r.token_ids)
     print(f"prefill token ids: {ids}")
+    return compare_with_transformers(target, pre, ids)
+
+def compare_with_transformers(target, records, ids)->int:
+    "Compare the resid[k] records of one prefill with transformers' on the same ids; 0 when every one is close."
+    import torch
+    from eagle3_workbench.sglang import compare_captures
+    from eagle3_workbench.models import load_target
+    from eagle3_workbench.capture import Capture
     model, _ = load_target(target)
     with Capture(model, points='target.resid[*]') as hf:
         with torch.no_grad(), hf.phase('extend'): model(input_ids=torch.tensor([ids]))
-    cmp = compare_captures(hf, [r for r in pre if r.point.startswith('target.resid')], rtol=1e-4, labels=('transformers', 'sglang'))
+    mine = [r for r in records if r.point.startswith('target.resid')]
+    cmp = compare_captures(hf, mine, rtol=1e-4, by_phase=False, labels=('transformers', 'sglang'))
     print(cmp)
-    readings = sorted({(r.point, r.stats.get('reading')) for r in pre}, key=lambda x: x[0])
-    print('readings:', ', '.join(f'{p}: {how}' for p, how in readings))
-    bad = [r['point'] for r in cmp.rows if r['verdict'] not in ('close', 'identical')]
-    print('ALL CLOSE' if not bad else f'NOT CLOSE: {bad}')
-    return 1 if bad else 0
+    print('readings:', ', '.join(f'{p}: {how}' for p, how in sorted({(r.point, r.stats.get('reading')) for r in mine})))
+    recorded = {r.point for r in mine}
+    bad = [r['point'] for r in cmp.rows if r['point'] in recorded and r['verdict'] not in ('close', 'identical')]
+    print('ALL CLOSE' if not bad and recorded else f'NOT CLOSE: {bad or "nothing recorded"}')
+    return 1 if bad or not recorded else 0
+
+def stand_in_path()->str:
+    "A folder with a sitecustomize that installs the stand-ins: SGLang's subprocesses import it at start."
+    d = Path(tempfile.mkdtemp(prefix='e3w-sitecustomize-'))
+    (d/'sitecustomize.py').write_text(f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+                                      f"import sglang_cpu_check\nsglang_cpu_check.install_stand_ins()\n")
+    return str(d)
+
+def _http(url, payload=None, timeout=60):
+    data = None if payload is None else json.dumps(payload).encode()
+    req = urllib.request.Request(url, data=data, headers={'Content-Type': 'application/json'})
+    with urllib.request.urlopen(req, timeout=timeout) as f: return json.loads(f.read() or b'null')
+
+def step_server(out:Path, port:int)->int:
+    "A --forward-hooks server on CPU (target only), one request, the records compared with transformers."
+    from eagle3_workbench.models import resolve_path, read_config
+    from eagle3_workbench.conventions import resolve_wiring
+    from eagle3_workbench.sglang import forward_hooks_json, launch_command, read_hook_folder, presence_by_phase, read_server_log
+    target, draft = resolve_path('zoo:tiny-llama'), resolve_path('zoo:tiny-llama-eagle3')
+    n = read_config(target)['num_hidden_layers']
+    wiring = resolve_wiring(read_config(draft), n, 'sglang', read_config(target).get('model_type'))
+    folder, log = out/'server-hooks', out/'server.log'
+    cmd = launch_command(target, draft, tp=1, forward_hooks=forward_hooks_json(wiring.resid_layers, n, folder), probing=True,
+                         port=port, decode_log_interval=1, mem_fraction_static=0.3)
+    argv = shlex.split(cmd.replace('\\\n', ' '))
+    argv[0] = sys.executable
+    i = argv.index('--speculative-algorithm')   # the target alone: see the docstring
+    argv = argv[:i] + [a for j, a in enumerate(argv[i:], i) if not (a.startswith('--speculative') or argv[j - 1].startswith('--speculative'))]
+    argv += ['--device', 'cpu', '--dtype', 'float32']
+    print(' '.join(argv))
+    try: _http(f'http://127.0.0.1:{port}/model_info', timeout=3)
+    except Exception: pass
+    else: raise RuntimeError(f"something already answers on port {port}: stop it or pass --port")
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [stand_in_path(), os.environ.get('PYTHONPATH')]))}
+    with open(log, 'w') as lf: proc = subprocess.Popen(argv, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    try:
+        t0 = time.time()
+        while True:
+            if proc.poll() is not None: raise RuntimeError(f"the server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+            if time.time() - t0 > 600: raise RuntimeError(f"the server was not ready after 600 s:\n{log.read_text()[-3000:]}")
+            try: _http(f'http://127.0.0.1:{port}/model_info', timeout=5); break
+            except Exception: time.sleep(3)
+        print(f"server ready after {time.time() - t0:.0f} s")
+        res = _http(f'http://127.0.0.1:{port}/generate', {'text': PROMPT, 'sampling_params': {'max_new_tokens': 8, 'temperature': 0}}, 300)
+        print(f"completion: {res.get('text')!r}")
+    finally:
+        try: os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError: pass
+        try: proc.wait(timeout=60)
+        except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL); proc.wait(timeout=30)
+    cap = read_hook_folder(folder)
+    print(cap.report()); print(presence_by_phase(cap))
+    tl = read_server_log(log)
+    print(f"server log: {len(tl)} decode lines, graph flags {sorted({str(r.get('cpu_graph', r.get('cuda_graph'))) for r in tl})}")
+    registered = [l.split(' on ')[-1] for l in log.read_text().splitlines() if 'Registered forward hook' in l]
+    print(f"SGLang registered the factory on: {registered}")
+    whole = [p for p in sorted({r.stats['pass'] for r in cap.records})
+             if all(r.positions and r.positions[0] == 0 for r in cap.records if r.stats['pass'] == p)
+             and any(r.phase == 'inferred:prefill' for r in cap.records if r.stats['pass'] == p)]
+    if not whole: print('NOT CLOSE: no prefill from position 0 was recorded'); return 1
+    recs = [r for r in cap.records if r.stats['pass'] == whole[0]]
+    print(f"pass {whole[0]}: a prefill of {len(recs[0].positions)} tokens")
+    return compare_with_transformers(str(target), recs, recs[0].token_ids)
 
 def main()->int:
     if len(sys.argv) == 4 and sys.argv[1] == '--child': return child(sys.argv[2], sys.argv[3])
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--skip', default='', help='steps to skip: live, server (comma-separated)')
+    ap.add_argument('--port', type=int, default=30123)
+    args = ap.parse_args()
     install_stand_ins()
     try: import sglang.srt.server_args   # noqa: F401
     except Exception as e:
         print(f"sglang_cpu_check: SGLang cannot be imported here ({type(e).__name__}: {e}); see this script's docstring", file=sys.stderr)
         return 2
     out = Path(tempfile.mkdtemp(prefix='e3w-sglang-cpu-'))
-    # one process per model: SGLang initialises torch.distributed once per process
-    r = subprocess.run([sys.executable, __file__, '--child', 'zoo:tiny-llama', str(out/'tiny-llama')])
-    print(f"outputs under {out}")
-    return r.returncode
+    skip, failed = set(filter(None, args.skip.split(','))), []
+    if 'live' not in skip:
+        print('=' * 30, 'live runner (SGLang ModelRunner on CPU)')
+        # a process of its own: SGLang initialises torch.distributed once per process
+        if subprocess.run([sys.executable, __file__, '--child', 'zoo:tiny-llama', str(out/'live-hooks')]).returncode: failed.append('live')
+    if 'server' not in skip:
+        print('=' * 30, '--forward-hooks on sglang.launch_server --device cpu')
+        try:
+            if step_server(out, args.port): failed.append('server')
+        except Exception as e:
+            print(f"server step failed: {type(e).__name__}: {e}"); failed.append('server')
+    print(f"outputs under {out}; " + ('every step close' if not failed else f'FAILED: {failed}'))
+    return 1 if failed else 0
 
 if __name__ == '__main__': sys.exit(main())
