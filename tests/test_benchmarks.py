@@ -1,5 +1,5 @@
 "The benchmark runner produces every benchmark's numbers (no timing assertions: timings belong in BENCHMARKS.md)."
-import json, subprocess, sys
+import json, os, subprocess, sys
 from pathlib import Path
 import pytest
 
@@ -34,3 +34,65 @@ def test_quick_benchmarks_produce_numbers(tmp_path):
         assert numeric or all(_not_measurable(r) for r in rows), name
     for h in ('cores', 'RAM', 'python', 'torch', 'transformers', 'eagle3-workbench'):
         assert h in text
+
+# ---------------------------------------------------------------------------------------------------------------------
+# benchmarks/gpu_forward_hooks.py: the GPU overhead check, run here on CPU at small sizes so that it cannot rot unseen
+
+SMALL = ['--layers', '8', '--hidden', '64', '--heads', '4', '--kv-heads', '2', '--intermediate', '128', '--vocab', '96']
+
+def test_gpu_forward_hooks_script_runs_on_cpu(tmp_path):
+    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'gpu_forward_hooks.py'), '--device', 'cpu', *SMALL,
+                        '--tokens', '16,1', '--repeats', '2', '--warmup', '1', '--out', str(tmp_path)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    data = json.loads((tmp_path/'gpu_forward_hooks.json').read_text())
+    if os.environ.get('EAGLE3_SGLANG_SRC'): assert "SGLang's register_forward_hooks" in data['info']['registrar']
+    assert [r['case'] for r in data['results']] == ['zoo', 'wide']
+    for res in data['results']:
+        got = sorted((r['who'], r['tokens'], r['variant']) for r in res['rows'])
+        assert got == sorted((w, t, v) for t in (16, 1) for w, vs in (('target', ('bare', 'wired', 'all')),
+                                                                      ('draft', ('bare', 'hooked'))) for v in vs)
+        for r in res['rows']:
+            if r['variant'] == 'bare': assert r['ms'] > 0
+            else: assert r['records_ok'] and r['records_per_pass'] == r['expected_records'] and r['ratio'] > 0, r
+        # default wiring of the 12-layer zoo target and of the 8-layer wide one: (2, N//2, N-3), read where the hook sits
+        n = 12 if res['case'] == 'zoo' else 8
+        assert res['check']['points'] == sorted(f'target.resid[{k}]' for k in (2, n // 2, n - 3))
+        assert res['check']['worst_rel'] <= 1e-5
+    md = (tmp_path/'gpu_forward_hooks.md').read_text()
+    assert md.count('| zoo |') == 6 and md.count('| wide |') == 6   # 2 sizes x (wired, all, draft hooked)
+
+def test_gpu_forward_hooks_script_without_gpu_says_so():
+    import torch
+    if torch.cuda.is_available(): pytest.skip('a CUDA GPU is visible: the no-GPU message cannot be shown')
+    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'gpu_forward_hooks.py')], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    assert p.returncode == 2 and 'no CUDA GPU is visible' in p.stderr
+
+def test_hook_variants_switch_cleanly(tmp_path):
+    "The overhead check swaps hook tables per variant: a variant leaves exactly its hooks, and nothing stays after."
+    sys.path.insert(0, str(ROOT/'benchmarks'))
+    try: import gpu_forward_hooks as gfh
+    finally: sys.path.remove(str(ROOT/'benchmarks'))
+    import torch
+    from transformers import LlamaConfig, AutoModelForCausalLM
+    from eagle3_workbench.sglang import forward_hooks_json, attach_forward_hooks, read_hook_folder, _flush_all
+    torch.manual_seed(0)
+    m = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=4,
+                                                     num_attention_heads=2, num_key_value_heads=1)).eval()
+    register = lambda model, js: attach_forward_hooks(model, js)
+    before = gfh._tables(m)
+    a = gfh.collect_hooks(m, register, forward_hooks_json([1, 2], 4, tmp_path/'a'))
+    b = gfh.collect_hooks(m, register, forward_hooks_json([0, 4], 4, tmp_path/'b'))
+    assert gfh._tables(m) == before   # collected hooks are off the model
+    every, ids = set(m.modules()), torch.tensor([[1, 2, 3]])
+    def fwd():
+        with torch.no_grad(): m(input_ids=ids, use_cache=False)
+        _flush_all()
+    fwd()
+    assert not (tmp_path/'a').exists() and not (tmp_path/'b').exists()
+    gfh.switch_to(a, every); fwd(); gfh.switch_to(b, every); fwd(); fwd(); gfh.switch_to({}, every); fwd()
+    assert gfh._tables(m) == before
+    pa, pb = read_hook_folder(tmp_path/'a').merged, read_hook_folder(tmp_path/'b').merged
+    assert sorted(r.point for r in pa) == ['target.resid[1]', 'target.resid[2]']
+    assert sorted(r.point for r in pb) == sorted(['target.resid[0]', 'target.norm', 'target.resid[4]'] * 2)   # two passes
