@@ -49,15 +49,16 @@ def _keys(i0:int, n:int, device)->torch.Tensor:
 def _hash_device(t)->torch.Tensor:
     "The 64-bit position-weighted word sum of `t`'s bytes, as an int64 tensor on `t`'s device."
     flat = t.detach().reshape(-1)
-    h = torch.zeros((), dtype=torch.int64, device=flat.device)
-    if flat.numel() == 0: return h
-    step = max(1, _CHUNK // flat.element_size())
+    if flat.numel() == 0: return torch.zeros((), dtype=torch.int64, device=flat.device)
+    step, h = max(1, _CHUNK // flat.element_size()), None
     for s in range(0, flat.numel(), step):
         c = flat[s:s+step].contiguous()
         if c.is_floating_point(): c = c + 0   # -0.0 + 0 == +0.0: equal tensors, equal bytes
         w, n = _words(c)
-        h = h + (w * _keys((s * flat.element_size()) // n, w.numel(), w.device)).sum()
+        part = (w * _keys((s * flat.element_size()) // n, w.numel(), w.device)).sum()
+        h = part if h is None else h + part
     return h
+
 
 def _mix_meta(h:int, dtype:str, shape)->str:
     m = zlib.crc32(f"{dtype}{tuple(shape)}".encode())
@@ -103,11 +104,13 @@ def tensor_stats(t:torch.Tensor, # the tensor to summarise (not modified, not mo
     mn, mx = torch.aminmax(flat)
     rows = xf.reshape(-1, xf.shape[-1]) if xf.dim() else xf.reshape(1, 1)
     norms = torch.linalg.vector_norm(rows, dim=-1)
-    nmin, nmax = torch.aminmax(norms)
-    h = _hash_device(x)
-    vals = torch.cat([torch.stack([mean, std, mn, mx, norms.mean(), nmin, nmax]).double(),
-                      torch.stack([(h >> 32) & 0xFFFFFFFF, h & 0xFFFFFFFF]).double(),
-                      norms[:max_tokens].double(), rows[0, :sample].double()]).cpu().tolist()   # the one transfer
+    nk = min(max_tokens, rows.shape[0])
+    head = [mean, std, mn, mx]
+    if nk < rows.shape[0]: head += [norms.mean(), *torch.aminmax(norms)]   # else summarised from the norms sent anyway
+    # the one transfer: moments, kept norms, a sample of the first row (as float64 bits), then the 64-bit hash
+    vals = torch.cat([torch.cat([torch.stack(head), norms[:nk], rows[0, :sample]]).double().view(torch.int64),
+                      _hash_device(x).reshape(1)]).cpu()
+    h, vals = int(vals[-1]), vals[:-1].view(torch.float64).tolist()
     m, sd, lo, hi = vals[:4]
     s = dict(mean=m, std=sd, min=lo, max=hi, absmax=max(abs(lo), abs(hi)), nan=0, inf=0)
     if not math.isfinite(m):   # some entry is NaN or Inf: recount over the finite entries (a second, rare transfer)
@@ -115,9 +118,12 @@ def tensor_stats(t:torch.Tensor, # the tensor to summarise (not modified, not mo
         for k in ('nan', 'inf', 'finite'): s[k] = int(s[k])
         if s.pop('finite') == 0: s.update(mean=float('nan'), std=float('nan'), min=float('nan'), max=float('nan'),
                                           absmax=float('nan'))
-    nk = min(max_tokens, rows.shape[0])
-    return res | s | dict(norm_mean=vals[4], norm_min=vals[5], norm_max=vals[6], norms=vals[9:9+nk], first5=vals[9+nk:],
-                          fingerprint=_mix_meta((int(vals[7]) << 32) | int(vals[8]), dtype, shape))
+    ns = vals[len(head):len(head) + nk]
+    if len(head) > 4: nmean, nmin, nmax = vals[4:7]
+    elif any(v != v for v in ns): nmean = nmin = nmax = float('nan')
+    else: nmean, nmin, nmax = sum(ns) / nk, min(ns), max(ns)
+    return res | s | dict(norm_mean=nmean, norm_min=nmin, norm_max=nmax, norms=ns, first5=vals[len(head) + nk:],
+                          fingerprint=_mix_meta(h, dtype, shape))
 
 # %% ../nbs/02_capture.ipynb #3d91352a
 POINTS = {
