@@ -1,14 +1,11 @@
 #!/usr/bin/env python
 """Check `eagle3_workbench.sglang` against a real SGLang, on a GPU machine.
 
-Needs a CUDA GPU and SGLang. This script installs nothing: from the repository root, first run
+Needs a CUDA GPU and SGLang. The `sglang` extra is installed with this repository, editable (the scheduler processes
+SGLang starts must be able to import `eagle3_workbench`): `--install` runs `pip install -e .[sglang]` for it first, in
+the interpreter that runs this script (it needs a package index), or do it yourself beforehand. Then:
 
-    pip install -e .[sglang]
-
-(the scheduler processes SGLang starts must be able to import `eagle3_workbench`, so an editable install of this
-repository in the same environment is required). Then:
-
-    python scripts/gpu_sglang_check.py [--out DIR] [--port 30123] [--only zoo,wide] [--skip live,server,dumper] [--timeout 900]
+    python scripts/gpu_sglang_check.py [--install] [--out DIR] [--port 30123] [--only zoo,wide] [--skip live,server,dumper] [--timeout 900]
 
 Two pairs are checked, each through both doors:
 
@@ -50,12 +47,22 @@ def say(*a): print(*a, flush=True)
 
 def banner(s): say('\n' + '=' * 100 + f'\n{s}\n' + '=' * 100)
 
+def install_sglang_extra():
+    "pip install -e .[sglang] for this repository, in this interpreter."
+    root = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, '-m', 'pip', 'install', '-e', f'{root}[sglang]']
+    say('installing the sglang extra: ' + ' '.join(cmd))
+    r = subprocess.run(cmd)
+    if r.returncode:
+        print(f"gpu_sglang_check: pip install -e .[sglang] failed (status {r.returncode})", file=sys.stderr)
+        sys.exit(2)
+
 def require_gpu_and_sglang():
     import torch
     from importlib.util import find_spec
     why = []
     if not torch.cuda.is_available(): why.append("no CUDA GPU is visible (torch.cuda.is_available() is False): run this on a GPU machine")
-    if find_spec('sglang') is None: why.append("SGLang is not installed: from the repository root, pip install -e .[sglang]")
+    if find_spec('sglang') is None: why.append("SGLang is not installed: run with --install, or pip install -e .[sglang] from the repository root")
     if why:
         print('gpu_sglang_check: ' + '; '.join(why), file=sys.stderr)
         sys.exit(2)
@@ -234,6 +241,7 @@ def torch_equal(a, b):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--install', action='store_true', help="first pip install -e .[sglang] (this repository, with the sglang extra)")
     ap.add_argument('--out', type=Path, default=None, help="output folder (default: a new temporary folder)")
     ap.add_argument('--port', type=int, default=30123)
     ap.add_argument('--only', default='zoo,wide', help="pairs to check: zoo, wide (comma-separated)")
@@ -241,6 +249,9 @@ def main(argv=None):
     ap.add_argument('--timeout', type=int, default=900, help="seconds to wait for a server to become ready")
     ap.add_argument('--live-child', nargs=2, metavar=('TARGET', 'FOLDER'), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.install and not args.live_child:
+        import torch
+        if torch.cuda.is_available(): install_sglang_extra()   # else require_gpu_and_sglang says why, having installed nothing
     require_gpu_and_sglang()
     if args.live_child:
         live_child(*args.live_child); return 0
