@@ -6,7 +6,7 @@ Each benchmark is `benchmarks/bench_<name>.py` with `run(quick: bool) -> dict` r
 `{'title', 'question', 'setup', 'rows': [{metric, value, unit, spread, target, met, note}, ...]}`.
 """
 from __future__ import annotations
-import argparse, datetime, importlib, json, os, platform, sys, time, traceback
+import argparse, datetime, importlib, json, os, platform, subprocess, sys, time, traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -36,6 +36,22 @@ def machine()->dict:
     except Exception: v['nnsight'] = 'not installed'
     return dict(load=load_average(), cores=os.cpu_count(), cpu=cpu, ram_gib=round(ram / 2**30, 1) if ram else None, threads=torch.get_num_threads(),
                 platform=platform.platform(), versions=v)
+
+def host_speed()->str:
+    "Seconds for a fixed pure-Python loop and a fixed fp32 matmul: the same code on a slower or busier host reads higher."
+    import torch
+    t0 = time.perf_counter(); s = 0
+    for i in range(5_000_000): s += i
+    loop = time.perf_counter() - t0
+    a = torch.randn(1024, 1024, generator=torch.Generator().manual_seed(0))
+    a @ a
+    t0 = time.perf_counter()
+    for _ in range(10): a @ a
+    mm = (time.perf_counter() - t0) / 10
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, '-c', 'import torch'], check=True)
+    imp = time.perf_counter() - t0
+    return f"Python loop of 5M additions {loop:.2f} s, fp32 1024^3 matmul {mm * 1e3:.1f} ms, `import torch` in a new interpreter {imp:.2f} s"
 
 def load_average()->str:
     "The 1-minute load average (other processes competing for the cores skew timings)."
@@ -79,6 +95,7 @@ def markdown(results:dict, info:dict, args, total:float)->str:
          f"nnsight {v['nnsight']}",
          f"- zoo: {zoo().label}",
          f"- load average (1 min) at start / end: {info['load']} / {info['load_end']} (above 0 means other processes shared the cores)",
+         f"- host speed at start / end: {info['speed']} / {info['speed_end']} (compare runs on this before comparing absolute times)",
          f"- total wall time: {total:.0f} s", '',
          'Each timing is the median over repeats with its spread (interquartile range, min-max range, number of repeats). '
          'Ratios are measured side by side in one run: the variants are interleaved in every repeat (order rotated) and the '
@@ -111,8 +128,8 @@ def main(argv=None)->int:
         from transformers.utils import logging as hf_logging
         hf_logging.disable_progress_bar()
     except Exception: pass
-    info = machine() | dict(date=datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z'))
-    print(f"machine: {info['cores']} cores, {info['cpu']}, {info['ram_gib']} GiB; {info['versions']}", flush=True)
+    info = machine() | dict(date=datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z'), speed=host_speed())
+    print(f"machine: {info['cores']} cores, {info['cpu']}, {info['ram_gib']} GiB; {info['versions']}; {info['speed']}", flush=True)
     results, errors, t_all = {}, [], time.perf_counter()
     for name in args.only or BENCHMARKS:
         t0 = time.perf_counter()
@@ -126,7 +143,7 @@ def main(argv=None)->int:
         results[name] = res
         print(console(name, res), flush=True)
     total = time.perf_counter() - t_all
-    info['load_end'] = load_average()
+    info['load_end'], info['speed_end'] = load_average(), host_speed()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(markdown(results, info, args, total) + '\n')
