@@ -218,7 +218,7 @@ def run_case(name, target, draft, label, args, device, register, tmp:Path)->dict
 
 def fmt(r:dict)->str:
     if r['variant'] == 'bare': return f"{r['who']} {r['tokens']} tok bare {g(r['ms'])} ms"
-    return (f"{r['variant']} {g(r['ratio'])}x (+{g(r['added_ms'])} ms, {g(r['records_per_pass'])} rec/pass"
+    return (f"{r['variant']} {g(r['ratio'])}x ({'+' if r['added_ms'] >= 0 else ''}{g(r['added_ms'])} ms, {g(r['records_per_pass'])} rec/pass"
             f"{'' if r['records_ok'] else ' EXPECTED ' + str(r['expected_records'])})")
 
 def markdown(results:list, info:dict)->str:
