@@ -113,7 +113,8 @@ _CONFIG = {'folder': "the top output folder, shared by all processes (required)"
            'max_tokens_per_record': "per-token norms, positions and token ids kept per record (default 4096)",
            'modules': "optional {'target': [names], 'draft': [names]}: record only these modules",
            'num_draft_tokens': "lets the phase inference recognise verify passes from positions alone",
-           'n_layers': "the target's number of decoder layers: model.norm then yields resid[N]"}
+           'n_layers': "the target's number of decoder layers: model.norm then yields resid[N]",
+           'sample_rate': "fraction of passes recorded, 0 < rate <= 1 (default 1): the same passes on every rank"}
 _ANCHOR = 'model'
 
 class _Named(NamedTuple):
@@ -198,7 +199,7 @@ def _evidence(name, args, limit)->dict:
 
 class _Pass:
     "The records of one open forward pass of one role, and what is known about the pass."
-    def __init__(self): self.items, self.seen, self.ev = [], set(), {}
+    def __init__(self, sampled=True): self.items, self.seen, self.ev, self.sampled = [], set(), {}, sampled
     def learn(self, ev:dict, override=False):
         self.ev = {**self.ev, **ev} if override else {**ev, **self.ev}
 
@@ -283,15 +284,18 @@ class _Hook:
         role, name = (e.role, e.name) if e else ('unknown', f'{type(module).__name__}@{id(module):x}')
         limit = self.cfg['max_tokens_per_record']
         if name == _ANCHOR:   # end of a forward pass of this model; only one hook per anchor closes it
-            if s.owners.setdefault(id(module), self) is self: s.close(role, _evidence(name, args, limit))
+            if s.owners.setdefault(id(module), self) is self:
+                p = s.open.get(role)
+                s.close(role, _evidence(name, args, limit) if p is not None and p.items else None)
             return
         allow = self.cfg.get('modules')
         if allow is not None and name not in allow.get(role, ()): return
         p = s.open.get(role)
         if p is not None and id(module) in p.seen and not s.owners:   # no anchor: a module firing again starts a pass
             s.close(role); p = None
-        if p is None: p = s.open[role] = _Pass()
+        if p is None: p = s.open[role] = _Pass(_sampled(s.passes, self.cfg['sample_rate']))
         p.seen.add(id(module))
+        if not p.sampled: return
         if not {'mode', 'positions'} & set(p.ev): p.learn(_evidence(name, args, limit))
         for point, how in module_points(role, name, self.cfg.get('n_layers')):
             t, reading = _read_point(how, args, output)
@@ -301,7 +305,12 @@ class _Hook:
             keep = t.detach().to('cpu', copy=True) if self.cfg['mode'] == 'full' else None
             p.items.append((Record(point, 'none', -1, None, None, tuple(t.shape), st['dtype'], st), keep))
 
-def factory(config:dict, # the spec's "config": folder (required), mode, name, max_tokens_per_record, modules, num_draft_tokens
+def _sampled(n:int, # the pass number (one counter per process, the same on every rank)
+             rate:float)->bool:
+    "Whether pass `n` is recorded: frac(n * golden ratio) < rate, exact in 64-bit integers."
+    return rate >= 1 or (n * 0x9E3779B97F4A7C15) % (1 << 64) < rate * (1 << 64)
+
+def factory(config:dict, # the spec's "config": folder (required), mode, name, max_tokens_per_record, modules, num_draft_tokens, n_layers, sample_rate
            ): # a callable for `register_forward_hook`
     "SGLang `--forward-hooks` factory: a hook that records canonical points per rank and pass under `config['folder']`."
     cfg = dict(config or {})
@@ -313,6 +322,10 @@ def factory(config:dict, # the spec's "config": folder (required), mode, name, m
                          "writes its records to, e.g. {\"folder\": \"/tmp/eagle3-probe\"} (see forward_hooks_json)")
     cfg.setdefault('mode', 'stats'); cfg.setdefault('name', 'eagle3-workbench'); cfg.setdefault('max_tokens_per_record', 4096)
     if cfg['mode'] not in ('stats', 'full'): raise ValueError(f"mode={cfg['mode']!r}: expected 'stats' or 'full'")
+    r = cfg.setdefault('sample_rate', 1.0)
+    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1:
+        raise ValueError(f"eagle3_workbench.sglang:factory: sample_rate={r!r}: expected a number with 0 < rate <= 1 "
+                         "(the fraction of forward passes recorded; 1 records every pass)")
     return _Hook(cfg)
 
 # %% ../nbs/08_sglang.ipynb #04f6ab9c
@@ -330,13 +343,14 @@ def forward_hooks_json(resid_layers, # resid indices to record, e.g. (2, 30, 58)
                        mode:str='stats', # 'stats' or 'full'
                        name:str='eagle3-workbench', # spec name and record label
                        max_tokens_per_record:int=4096, # per-token norms kept per record
+                       sample_rate:float=1.0, # fraction of forward passes recorded (the same passes on every rank)
                       )->str: # the JSON string for `--forward-hooks`
     "The `--forward-hooks` JSON that records `target.resid[k]` for `resid_layers`, the draft's fc and midlayer, per pass."
     if draft_spelling not in _SPELLINGS: raise ValueError(f"draft_spelling={draft_spelling!r}: expected one of {list(_SPELLINGS)}")
     tmods = list(dict.fromkeys(_resid_module(int(k), n_layers) for k in resid_layers))
     dmods = list(_SPELLINGS[draft_spelling])
     cfg = dict(folder=str(folder), mode=mode, name=name, max_tokens_per_record=max_tokens_per_record,
-               modules={'target': tmods, 'draft': dmods}, n_layers=int(n_layers))
+               modules={'target': tmods, 'draft': dmods}, n_layers=int(n_layers), sample_rate=sample_rate)
     factory(cfg)   # validate now, not in the server
     mods = list(dict.fromkeys(tmods + dmods + [_ANCHOR]))
     return json.dumps([dict(name=name, target_modules=mods, hook_factory='eagle3_workbench.sglang:factory', config=cfg)])

@@ -518,3 +518,31 @@ def test_synthetic_request_ids_stay_inside_a_small_vocabulary(helper):
         assert len(ids) == 16 and all(0 <= int(t) < vocab for t in ids), ids
     assert len(set(reqs[0].origin_input_ids)) > 1          # not a constant prompt
     if helper is _helper_output_len: assert helper.output_len == 3
+
+def test_sample_rate_records_whole_passes_chosen_by_pass_number(tmp_path, monkeypatch):
+    "sample_rate: whole passes, chosen by pass number (golden-ratio sequence), real pass numbers, nothing done for the rest."
+    torch.manual_seed(0)
+    target, draft = SglTarget(), LlamaForCausalLMEagle3(spelling='0.5.23')
+    calls = []
+    monkeypatch.setattr(sg, 'tensor_stats', lambda t, **k: calls.append(1) or tensor_stats(t, **k))
+    js = forward_hooks_json([0, 2, 3], 3, tmp_path, sample_rate=0.3)
+    assert json.loads(js)[0]['config']['sample_rate'] == 0.3
+    handles = list(sglang_register(target, js)) + list(sglang_register(draft, js))
+    ids = torch.tensor([3, 5, 7, 9])
+    try:
+        with torch.no_grad():
+            for cycle in range(15):   # a verify pass of the target, then a draft_extend of the draft: 30 passes
+                target(ids, torch.arange(4), fb('TARGET_VERIFY', torch.arange(4), ids))
+                draft(ids, torch.arange(4), fb('DRAFT_EXTEND', torch.arange(4), ids, torch.randn(4, 24)))
+    finally:
+        for h in handles: h.remove()
+    golden = (5 ** 0.5 - 1) / 2
+    want = [n for n in range(30) if (n * golden) % 1 < 0.3]
+    recs = read_hook_folder(tmp_path).records
+    assert sorted({r.stats['pass'] for r in recs}) == want
+    per_pass = {n: sorted(r.point for r in recs if r.stats['pass'] == n) for n in want}
+    for n, points in per_pass.items():   # whole passes: even numbers are the target's, odd the draft's
+        assert points == (['target.norm', 'target.resid[0]', 'target.resid[2]', 'target.resid[3]'] if n % 2 == 0
+                          else ['draft.fc.in', 'draft.fc.out', 'draft.hidden']), n
+    assert {n % 2 for n in want} == {0, 1}   # both roles sampled although they alternate
+    assert len(calls) == len(recs)   # skipped passes computed no statistics
