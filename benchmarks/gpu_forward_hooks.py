@@ -37,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT/'benchmarks'), str(ROOT/'tests')]
+import torch  # noqa: E402
 from common import ratios, spread, g  # noqa: E402
 
 def say(*a): print(*a, flush=True)
@@ -82,7 +83,7 @@ def switch_to(hooks:dict, every:set):
 # --------------------------------------------------------------------------------------------------------------------
 # models
 
-class SGLangNamed(__import__('torch').nn.Module):
+class SGLangNamed(torch.nn.Module):
     "The workbench's draft under SGLang's module names (model.fc, model.midlayer), calling it unchanged."
     def __init__(self, draft): super().__init__(); self.model = draft
     def forward(self, *a, **k): return self.model(*a, **k)

@@ -59,7 +59,6 @@ def _hash_device(t)->torch.Tensor:
         h = part if h is None else h + part
     return h
 
-
 def _mix_meta(h:int, dtype:str, shape)->str:
     m = zlib.crc32(f"{dtype}{tuple(shape)}".encode())
     return f"{(h + m * 0x100000001B3) & _MASK64:016x}"
