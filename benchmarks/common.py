@@ -72,16 +72,22 @@ def timed(fn)->float:
         if en: gc.enable()
 
 def interleaved(variants:dict, # name -> zero-argument callable
-                repeats:int, warmup:int=1)->dict: # name -> list of seconds, one per repeat
+                repeats:int, warmup:int=1,
+                setup=None, # optional setup(name), run untimed before each call of that variant
+               )->dict: # name -> list of seconds, one per repeat
     "Time every variant once per repeat, rotating the order each repeat, so that drift hits all variants alike."
     names = list(variants)
     for _ in range(warmup):
-        for n in names: variants[n]()
+        for n in names:
+            if setup: setup(n)
+            variants[n]()
     out = {n: [] for n in names}
     for r in range(repeats):
         gc.collect()
         k = r % len(names)
-        for n in names[k:] + names[:k]: out[n].append(timed(variants[n]))
+        for n in names[k:] + names[:k]:
+            if setup: setup(n)
+            out[n].append(timed(variants[n]))
     return out
 
 def ratios(a:list, b:list)->list:

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT/'benchmarks'), str(ROOT/'tests')]
 import torch  # noqa: E402
-from common import ratios, spread, g  # noqa: E402
+from common import interleaved, ratios, spread, g  # noqa: E402
 
 def say(*a): print(*a, flush=True)
 
@@ -130,17 +130,12 @@ def sync(device):
     import torch
     if device == 'cuda': torch.cuda.synchronize()
 
-def interleaved(call, variants:dict, every:set, repeats:int, warmup:int, device)->dict:
-    "Seconds per forward for every variant, once per repeat in rotated order; hooks swapped in outside the timing."
-    names, out = list(variants), {n: [] for n in variants}
-    for r in range(-warmup, repeats):
-        k = r % len(names)
-        for n in names[k:] + names[:k]:
-            switch_to(variants[n], every); sync(device)
-            t0 = time.perf_counter(); call(); sync(device)
-            if r >= 0: out[n].append(time.perf_counter() - t0)
-    switch_to({}, every)
-    return out
+def measure(call, variants:dict, every:set, repeats:int, warmup:int, device)->dict:
+    "Seconds per forward for every variant, interleaved; the variant's hooks are swapped in (and synced) untimed."
+    def timed_call(): call(); sync(device)
+    def setup(name): switch_to(variants[name], every); sync(device)
+    try: return interleaved({n: timed_call for n in variants}, repeats, warmup, setup=setup)
+    finally: switch_to({}, every)
 
 def records_in(folder:Path)->int:
     return sum(len(f.read_text().splitlines()) for f in folder.glob('rank*/records.jsonl'))
@@ -177,7 +172,7 @@ def run_case(name, target, draft, label, args, device, register, tmp:Path)->dict
     dmodel = SGLangNamed(draft)
     dv = {'bare': {}, 'hooked': collect_hooks(dmodel, register, forward_hooks_json([], n, tmp/f'{name}-draft', draft_spelling='both'))}
     every_t, every_d = set(target.modules()), set(dmodel.modules())
-    th, dh = target.config.hidden_size, draft.config.hidden_size
+    th = target.config.hidden_size
     say(f"[{name}] {label}: hooked modules, target wired {len(tv['wired'])}, all {len(tv['all'])}; draft {len(dv['hooked'])}")
     rows, ok = [], True
     expect = {k: len(v) + (n in v) for k, v in sets.items()} | {'hooked': 3}   # model.norm also records target.norm
@@ -195,7 +190,7 @@ def run_case(name, target, draft, label, args, device, register, tmp:Path)->dict
                                                    ('draft', d_call, dv, every_d, ('hooked',))):
             folders = {k: tmp/f"{name}-{'draft' if who == 'draft' else k}" for k in hooked}
             before = {k: records_in(f) for k, f in folders.items()}
-            t = interleaved(call, variants, every, args.repeats, args.warmup, device)
+            t = measure(call, variants, every, args.repeats, args.warmup, device)
             _flush_all()
             calls = args.repeats + args.warmup
             if who == 'target':

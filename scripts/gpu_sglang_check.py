@@ -38,8 +38,9 @@ Everything is written under `--out` (default: a new temporary folder), which is 
 there. Exits with status 2 and a message when no GPU is visible or SGLang is missing; a step that fails prints its
 error and the script goes on; the exit status is 1 when any step failed.
 """
-import argparse, json, os, shlex, signal, subprocess, sys, tempfile, time, traceback, urllib.request
+import argparse, os, shlex, subprocess, sys, tempfile, time, traceback
 from pathlib import Path
+from sglang_server import http_json, running_server   # scripts/, beside this file
 
 PROMPTS = ["The quick brown fox jumps over the lazy dog. Then the dog", "def fibonacci(n):\n    if n < 2:\n        return"]
 
@@ -145,11 +146,6 @@ def step_live(name, target, out):
 # 2. --forward-hooks on a server
 # ------------------------------------------------------------------------------------------------------------------
 
-def _http(url, payload=None, timeout=60):
-    data = None if payload is None else json.dumps(payload).encode()
-    req = urllib.request.Request(url, data=data, headers={'Content-Type': 'application/json'})
-    with urllib.request.urlopen(req, timeout=timeout) as f: return json.loads(f.read() or b'null')
-
 DUMPER_FILTER = r"name in ('input_ids', 'positions', 'seq_lens') or search(r'\.fc\.inputs', name) is not None"
 
 def step_server(name, target, draft, out, port, timeout, dumper=True):
@@ -176,35 +172,20 @@ def step_server(name, target, draft, out, port, timeout, dumper=True):
         env.update(DUMPER_ENABLE='1', DUMPER_DIR=str(out/f'{name}-dumper'), DUMPER_NON_INTRUSIVE_MODE='all',
                    DUMPER_FILTER=DUMPER_FILTER, DUMPER_ENABLE_OUTPUT_CONSOLE='0')
         say(f"with SGLang's dumper: DUMPER_DIR={env['DUMPER_DIR']} DUMPER_FILTER={DUMPER_FILTER!r}")
-    with open(log, 'w') as lf:
-        proc = subprocess.Popen(argv, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    try:
-        t0 = time.time()
-        while True:
-            if proc.poll() is not None: raise RuntimeError(f"the server exited with status {proc.returncode}:\n{log.read_text()[-4000:]}")
-            if time.time() - t0 > timeout: raise RuntimeError(f"the server was not ready after {timeout} s:\n{log.read_text()[-4000:]}")
-            try: _http(f'http://127.0.0.1:{port}/get_model_info', timeout=5); break
-            except Exception: time.sleep(3)
-        say(f"server ready after {time.time() - t0:.0f} s")
+    with running_server(argv, log, f'http://127.0.0.1:{port}/get_model_info', timeout, env):
         ids = [[(7 * i + 3 * j) % 200 + 10 for j in range(24)] for i in range(len(PROMPTS))]
         for i, prompt in enumerate(PROMPTS):
             body = {'sampling_params': {'max_new_tokens': 48, 'temperature': 0}}
             body.update({'text': prompt} if has_tok else {'input_ids': ids[i]})
             for attempt in range(5):
                 try:
-                    res = _http(f'http://127.0.0.1:{port}/generate', body, timeout=300); break
+                    res = http_json(f'http://127.0.0.1:{port}/generate', body, timeout=300); break
                 except Exception as e:
                     if attempt == 4: raise
                     say(f"(generate failed: {e}; retrying)"); time.sleep(5)
             meta = res.get('meta_info', {}) if isinstance(res, dict) else {}
             say(f"request {i}: completion_tokens={meta.get('completion_tokens')} spec_verify_ct={meta.get('spec_verify_ct')} "
                 f"spec_accept_length={meta.get('spec_accept_length')}")
-    finally:
-        try: os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError: pass
-        try: proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL); proc.wait(timeout=30)
     cap = read_hook_folder(folder)
     say(cap.report())
     say(presence_by_phase(cap))

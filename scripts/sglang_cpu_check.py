@@ -37,8 +37,9 @@ rotary embedding for DeepSeek requires a `rope_scaling` config, which the zoo mo
 
 Exit status: 0 when every point is close in every step, 1 when not, 2 when SGLang cannot be imported.
 """
-import argparse, importlib.abc, importlib.machinery, json, os, shlex, signal, subprocess, sys, tempfile, time, types, urllib.request
+import argparse, importlib.abc, importlib.machinery, os, shlex, subprocess, sys, tempfile, types
 from pathlib import Path
+from sglang_server import http_json, running_server   # scripts/, beside this file
 
 STAND_INS = ('torchvision', 'sgl_kernel', 'flashinfer', 'deep_gemm', 'flash_attn', 'vllm', 'opentelemetry', 'llguidance',
              'outlines', 'outlines_core')
@@ -77,10 +78,7 @@ def install_stand_ins():
 
 def child(target:str, folder:str)->int:
     install_stand_ins()
-    import torch
-    from eagle3_workbench.sglang import live_runner, compare_captures, presence_by_phase
-    from eagle3_workbench.models import load_target
-    from eagle3_workbench.capture import Capture
+    from eagle3_workbench.sglang import live_runner, presence_by_phase
     cap = live_runner(target, folder, input_len=16, decode_steps=2, mem_fraction_static=0.3, dtype='float32', device='cpu')
     print(cap.report()); print(presence_by_phase(cap))
     pre = [r for r in cap.merged if r.phase == 'inferred:prefill']
@@ -113,11 +111,6 @@ def stand_in_path()->str:
                                       f"import sglang_cpu_check\nsglang_cpu_check.install_stand_ins()\n")
     return str(d)
 
-def _http(url, payload=None, timeout=60):
-    data = None if payload is None else json.dumps(payload).encode()
-    req = urllib.request.Request(url, data=data, headers={'Content-Type': 'application/json'})
-    with urllib.request.urlopen(req, timeout=timeout) as f: return json.loads(f.read() or b'null')
-
 def step_server(out:Path, port:int)->int:
     "A --forward-hooks server on CPU (target only), one request, the records compared with transformers."
     from eagle3_workbench.models import resolve_path, read_config
@@ -135,26 +128,13 @@ def step_server(out:Path, port:int)->int:
     argv = argv[:i] + [a for j, a in enumerate(argv[i:], i) if not (a.startswith('--speculative') or argv[j - 1].startswith('--speculative'))]
     argv += ['--device', 'cpu', '--dtype', 'float32']
     print(' '.join(argv))
-    try: _http(f'http://127.0.0.1:{port}/model_info', timeout=3)
+    try: http_json(f'http://127.0.0.1:{port}/model_info', timeout=3)
     except Exception: pass
     else: raise RuntimeError(f"something already answers on port {port}: stop it or pass --port")
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [stand_in_path(), os.environ.get('PYTHONPATH')]))}
-    with open(log, 'w') as lf: proc = subprocess.Popen(argv, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    try:
-        t0 = time.time()
-        while True:
-            if proc.poll() is not None: raise RuntimeError(f"the server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            if time.time() - t0 > 600: raise RuntimeError(f"the server was not ready after 600 s:\n{log.read_text()[-3000:]}")
-            try: _http(f'http://127.0.0.1:{port}/model_info', timeout=5); break
-            except Exception: time.sleep(3)
-        print(f"server ready after {time.time() - t0:.0f} s")
-        res = _http(f'http://127.0.0.1:{port}/generate', {'text': PROMPT, 'sampling_params': {'max_new_tokens': 8, 'temperature': 0}}, 300)
+    with running_server(argv, log, f'http://127.0.0.1:{port}/model_info', 600, env):
+        res = http_json(f'http://127.0.0.1:{port}/generate', {'text': PROMPT, 'sampling_params': {'max_new_tokens': 8, 'temperature': 0}}, 300)
         print(f"completion: {res.get('text')!r}")
-    finally:
-        try: os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError: pass
-        try: proc.wait(timeout=60)
-        except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL); proc.wait(timeout=30)
     cap = read_hook_folder(folder)
     print(cap.report()); print(presence_by_phase(cap))
     tl = read_server_log(log)
