@@ -1,7 +1,6 @@
 """Engine overhead: one draft + verify cycle (`Session.step`) against the time spent inside the models' forwards."""
 from __future__ import annotations
 import gc, time
-import torch
 from common import zoo, pair, ratios, med, spread, row, g
 
 TITLE = 'cycle overhead'

@@ -1,7 +1,7 @@
 """Time to verdict: the wiring doctor on the zoo pair, with and without the SpecForge training dump."""
 from __future__ import annotations
 import time
-from common import zoo, pair, med, spread, row, g
+from common import zoo, pair, med, spread, row
 
 TITLE = 'doctor time to verdict'
 QUESTION = 'How long does `diagnose` take to give its verdict on the zoo pair, with and without the training dump?'

@@ -1,6 +1,6 @@
 """SGLang bridge: what `--forward-hooks` with eagle3_workbench.sglang:factory costs per forward pass, measured on CPU."""
 from __future__ import annotations
-import copy, json, shutil, tempfile
+import copy, shutil, tempfile
 from pathlib import Path
 import torch
 from common import zoo, pair, interleaved, ratios, med, spread, row, g

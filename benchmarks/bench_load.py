@@ -1,7 +1,7 @@
 """Zoo load time: `load_pair('zoo:tiny-dsv3')`, first call in a fresh process and repeated in a warm one."""
 from __future__ import annotations
 import json, subprocess, sys
-from common import zoo, interleaved, med, spread, row, subprocess_env
+from common import zoo, med, spread, row, subprocess_env
 
 TITLE = 'zoo load'
 QUESTION = "How long does `load_pair('zoo:tiny-dsv3')` (target, draft, tokenizer, wiring) take?"

@@ -1,6 +1,6 @@
 """Scale: stats-capture time and retained memory against sequence length and hidden size, on random-init 2-layer Llamas."""
 from __future__ import annotations
-import copy, dataclasses, gc, math, pickle, time
+import dataclasses, gc, math, pickle, time
 import torch
 from common import interleaved, ratios, med, spread, row, g
 
