@@ -4,11 +4,11 @@
 
 # %% ../nbs/09_cli.ipynb #9932112d
 from __future__ import annotations
-import argparse, json, sys
+import argparse, json, os, re, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['EXIT_OK', 'EXIT_CHECK_FAILED', 'EXIT_BAD_INPUT', 'read_prompts', 'parser', 'main']
+__all__ = ['EXIT_OK', 'EXIT_CHECK_FAILED', 'EXIT_BAD_INPUT', 'ENGINES', 'OPTION_OF', 'read_prompts', 'parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #efac7108
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -16,37 +16,81 @@ EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 def _wiring_arg(s:str)->tuple:
     "Parse '2,6,9' (resid indices in chunk order; 'zero' feeds zeros)."
     try: return tuple(None if x.strip() == 'zero' else int(x) for x in s.split(','))
-    except ValueError: raise argparse.ArgumentTypeError(f"--wiring {s!r}: expected comma-separated resid indices, e.g. 2,6,9") from None
+    except ValueError: raise argparse.ArgumentTypeError(f"expected comma-separated resid indices, e.g. 2,6,9; got {s!r}") from None
 
+def _at_least(lo, kind=int):
+    "An argparse type: a number of `kind` >= lo."
+    def parse(s):
+        try: v = kind(s)
+        except ValueError: raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {s!r}") from None
+        if not v >= lo: raise argparse.ArgumentTypeError(f"must be >= {lo}, got {s}")
+        return v
+    return parse
+
+def _unit(s):
+    "An argparse type: a number in (0, 1]."
+    v = _at_least(0.0, float)(s)
+    if not 0 < v <= 1: raise argparse.ArgumentTypeError(f"must be in (0, 1], got {s}")
+    return v
+
+# %% ../nbs/09_cli.ipynb #2a726c0a
 def read_prompts(path=None, # a .jsonl file ({"prompt": ...} per line), a .txt file (one prompt per line), or None for the zoo's
                  n:int|None=None)->list:
     "Prompts from a file, or the zoo's held-out prompts."
     from eagle3_workbench.engine import zoo_prompts
     if path is None: return zoo_prompts(n)
     p = Path(path)
-    if not p.exists(): raise FileNotFoundError(f"{p}: no such prompt file")
-    lines = [l for l in p.read_text().splitlines() if l.strip()]
+    if not p.is_file(): raise FileNotFoundError(f"--prompts {p}: no such prompt file")
+    try: lines = [l for l in p.read_text(encoding='utf-8').splitlines() if l.strip()]
+    except UnicodeDecodeError: raise ValueError(f"--prompts {p}: not UTF-8 text") from None
     if p.suffix == '.jsonl':
         out = []
         for i, l in enumerate(lines):
             try: out.append(json.loads(l)['prompt'])
             except (json.JSONDecodeError, KeyError, TypeError): raise ValueError(f"{p}:{i+1}: expected a JSON object with a 'prompt' key") from None
+            if not isinstance(out[-1], str) or not out[-1].strip(): raise ValueError(f"{p}:{i+1}: 'prompt' must be a non-empty string")
     else: out = lines
-    if not out: raise ValueError(f"{p}: no prompts")
+    if not out: raise ValueError(f"--prompts {p}: no prompts in the file")
     return out[:n]
 
 # %% ../nbs/09_cli.ipynb #1cab204d
+ENGINES = ['sglang', 'sglang-legacy', 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid']
+OPTION_OF = {'speculative_num_steps': '--steps', 'speculative_eagle_topk': '--topk', 'speculative_num_draft_tokens': '--num-draft-tokens',
+             'top_p': '--top-p', 'temperature': '--temperature'}   # engine settings as the user typed them
+
 def _add_pair_args(ap):
     ap.add_argument('--target', default='zoo:tiny-dsv3', help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
     ap.add_argument('--draft', default=None, help="draft directory (default: the zoo draft of the target)")
-    ap.add_argument('--engine', default='sglang', choices=['sglang', 'sglang-legacy', 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid'],
+    ap.add_argument('--engine', default='sglang', choices=ENGINES,
                     help="whose reading of the draft config decides which resid[k] are fed (default: sglang, its current rule; sglang-legacy: before PR #25454)")
+    _add_threads(ap)
 
-def _run(a)->int:
+def _add_threads(ap):
+    ap.add_argument('--threads', type=_at_least(1), default=None,
+                    help='torch CPU threads (default: $EAGLE3_THREADS, else one for narrow models or a busy machine, else the idle cores)')
+
+def _load(a):
+    "Load the pair a command names, with the thread count chosen on purpose."
     from eagle3_workbench.models import load_pair
-    from eagle3_workbench.engine import run_prompts
+    from eagle3_workbench.threads import apply_threads
+    if a.threads is not None: apply_threads(threads=a.threads)
     pair = load_pair(a.target, a.draft, engine=a.engine)
+    return pair
+
+def _positions_check(pair, a):
+    "--steps and --max-new-tokens must fit the target's positions; say which option does not."
+    n = pair.target_config.get('max_position_embeddings') or 0
+    if n and a.steps + 2 > n: raise ValueError(f"--steps {a.steps}: the target has only {n} positions")
+    if n and getattr(a, 'max_new_tokens', 0) and a.max_new_tokens + a.steps + 2 > n:
+        raise ValueError(f"--max-new-tokens {a.max_new_tokens}: with --steps {a.steps} it does not fit the target's {n} positions")
+
+# %% ../nbs/09_cli.ipynb #c1348a78
+def _run(a)->int:
+    from eagle3_workbench.engine import run_prompts
+    from eagle3_workbench.threads import last_choice
     prompts = read_prompts(a.prompts, a.n_prompts)
+    pair = _load(a)
+    _positions_check(pair, a)
     rep = run_prompts(pair, prompts, max_new_tokens=a.max_new_tokens, wiring=a.wiring, progress=not a.json,
                       speculative_num_steps=a.steps, speculative_eagle_topk=a.topk, speculative_num_draft_tokens=a.num_draft_tokens,
                       temperature=a.temperature, top_p=a.top_p, seed=a.seed)
@@ -58,11 +102,21 @@ def _run(a)->int:
         print(f"resid fed: {out['resid_layers']}  ({pair.wiring.reason if a.wiring is None else 'wiring override'})")
         print(f"accept length: {out['accept_length']:.3f}  (95% CI {lo:.3f} .. {hi:.3f}; {out['cycles']} verify cycles, {out['tokens']} tokens)")
         print('per-position acceptance: ' + ' '.join(f"{x:.3f}" for x in out['per_position_acceptance']))
-        print(f"accept rate: {out['accept_rate']:.3f}   tokens/s: {out['tokens_per_second']:.1f}")
+        print(f"accept rate: {out['accept_rate']:.3f}   tokens/s: {out['tokens_per_second']:.1f}   ({last_choice or 'torch default threads'})")
         if out['lossless'] is not None: print(f"lossless (matches target-only greedy decoding): {out['lossless']}")
     return EXIT_CHECK_FAILED if out['lossless'] is False else EXIT_OK
 
 # %% ../nbs/09_cli.ipynb #6606fdf7
+def _sglang_rule_note(mtype:str|None)->str:
+    "Which of SGLang's two rules applies to a target model type, said aloud (PR #25454 changed only some model files)."
+    from eagle3_workbench.conventions import _PR25454_TYPES
+    if mtype is None:
+        return ("no --model-type or --target given: the 'SGLang >=PR#25454' row assumes a DeepSeek/Kimi target "
+                f"({', '.join(_PR25454_TYPES)}), the only model files that PR changed; for any other target SGLang reads "
+                "the ids as the 'SGLang <PR#25454' row. Pass --model-type or --target to decide.")
+    if mtype in _PR25454_TYPES: return f"model type {mtype}: SGLang after PR #25454 reads the ids with its DeepSeek/Kimi rule"
+    return f"model type {mtype}: PR #25454 did not change this model file, so both SGLang rows read the ids the same way"
+
 def _wiring(a)->int:
     from eagle3_workbench.models import read_config, resolve_path
     from eagle3_workbench.conventions import engine_readings, disagreements, wiring_table
@@ -71,28 +125,35 @@ def _wiring(a)->int:
     if a.target is not None:
         tcfg = read_config(resolve_path(a.target))
         n, mtype = tcfg.get('num_hidden_layers'), mtype or tcfg.get('model_type')
-        if not isinstance(n, int): raise ValueError(f"{a.target}: config.json has no integer 'num_hidden_layers'")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"{a.target}: config.json has no positive integer 'num_hidden_layers'")
     elif a.n_layers is not None: n = a.n_layers
     else: raise ValueError("give the target's layer count: --n-layers N or --target DIR")
     rs = engine_readings(cfg, n, mtype)
+    note = _sglang_rule_note(mtype)
     if a.json:
         from dataclasses import asdict
-        print(json.dumps(dict(n_layers=n, target_model_type=mtype, readings=[asdict(r) for r in rs], disagreements=disagreements(rs))))
+        print(json.dumps(dict(n_layers=n, target_model_type=mtype, readings=[asdict(r) for r in rs], disagreements=disagreements(rs),
+                              **({'assumed': note} if mtype is None else {}))))
     else:
         print(wiring_table(cfg, n, mtype))
         for d in disagreements(rs): print('DISAGREEMENT:', d)
+        print(f"note: {note}")
     return EXIT_OK
 
 # %% ../nbs/09_cli.ipynb #de0ef9c1
 def _diagnose(a)->int:
-    from eagle3_workbench.models import load_pair
     from eagle3_workbench.doctor import diagnose
     deployment = None
     if a.deployment:
         from eagle3_workbench.sglang import read_capture
         deployment = read_capture(a.deployment).records
-    pair = load_pair(a.target, a.draft, engine=a.engine)
-    d = diagnose(pair, read_prompts(a.prompts, a.n_prompts), training_dump=a.training_dump, engine=a.engine,
+    prompts = read_prompts(a.prompts, a.n_prompts)
+    if a.training_dump is not None and not Path(a.training_dump).is_dir():
+        raise FileNotFoundError(f"--training-dump {a.training_dump}: no such folder")
+    pair = _load(a)
+    if not a.json: print(f"diagnosing {pair} on {len(prompts)} prompts ...", file=sys.stderr, flush=True)
+    d = diagnose(pair, prompts, training_dump=a.training_dump, engine=a.engine,
                  wiring=a.wiring, deployment=deployment, deployment_prompt=a.deployment_prompt, algorithm=a.algorithm,
                  accept=not a.no_accept)
     print(json.dumps(d.to_json()) if a.json else d)
@@ -105,13 +166,16 @@ def _param_value(s:str):
     except json.JSONDecodeError: return s
 
 def _report(a)->int:
+    import os
     from eagle3_workbench.reports import run_report, ReportError
+    from eagle3_workbench.threads import ENV_VAR
     params = {k: v for k, v in dict(target=a.target, draft=a.draft, engine=a.engine, training_dump=a.training_dump).items() if v is not None}
     params.update({k: _param_value(v) for k, v in (a.param or [])})
+    if a.threads is not None: os.environ[ENV_VAR] = str(a.threads)   # the report's kernel inherits it
     try: run_report(a.out, params, timeout=a.timeout)
     except ReportError as e:
         print(f"eagle3-workbench report: error: {e}", file=sys.stderr)
-        return EXIT_CHECK_FAILED
+        return EXIT_BAD_INPUT if e.bad_input else EXIT_CHECK_FAILED
     print(a.out)
     return EXIT_OK
 
@@ -132,13 +196,13 @@ def parser()->argparse.ArgumentParser:
                        description='Run EAGLE-3 speculative decoding in-process and print SGLang/vLLM-style acceptance metrics.')
     _add_pair_args(r)
     r.add_argument('--prompts', help='prompt file: .jsonl with {"prompt": ...} lines, or .txt one per line (default: the zoo held-out prompts)')
-    r.add_argument('--n-prompts', type=int, default=None, help='use only the first N prompts')
-    r.add_argument('--max-new-tokens', type=int, default=32)
-    r.add_argument('--steps', type=int, default=5, help='speculative_num_steps (default 5)')
-    r.add_argument('--topk', type=int, default=1, help='speculative_eagle_topk (1 = chain, >1 = tree)')
-    r.add_argument('--num-draft-tokens', type=int, default=None, help='speculative_num_draft_tokens (default: steps + 1 for a chain)')
-    r.add_argument('--temperature', type=float, default=0.0, help='0 = greedy (and the lossless check)')
-    r.add_argument('--top-p', type=float, default=1.0)
+    r.add_argument('--n-prompts', type=_at_least(1), default=None, help='use only the first N prompts')
+    r.add_argument('--max-new-tokens', type=_at_least(1), default=32, help='tokens generated per prompt (default 32)')
+    r.add_argument('--steps', type=_at_least(1), default=5, help='speculative_num_steps (default 5)')
+    r.add_argument('--topk', type=_at_least(1), default=1, help='speculative_eagle_topk (1 = chain, >1 = tree)')
+    r.add_argument('--num-draft-tokens', type=_at_least(2), default=None, help='speculative_num_draft_tokens (default: steps + 1 for a chain)')
+    r.add_argument('--temperature', type=_at_least(0.0, float), default=0.0, help='0 = greedy (and the lossless check)')
+    r.add_argument('--top-p', type=_unit, default=1.0)
     r.add_argument('--seed', type=int, default=0)
     r.add_argument('--wiring', type=_wiring_arg, default=None, help='override the resid[k] fed, in chunk order, e.g. 0,2,6')
     r.add_argument('--json', action='store_true', help='print one JSON object')
@@ -147,11 +211,13 @@ def parser()->argparse.ArgumentParser:
                         description='Run the wiring report notebook with papermill and export it to HTML with every figure embedded; '
                                     'the executed .ipynb is kept beside the HTML. With no model arguments it reports on the zoo pair.')
     rp.add_argument('--target', default=None, help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
-    rp.add_argument('--draft', default=None); rp.add_argument('--engine', default=None)
+    rp.add_argument('--draft', default=None, help='draft directory (default: the zoo draft of the target)')
+    rp.add_argument('--engine', default=None, choices=ENGINES)
     rp.add_argument('--training-dump', default=None)
     rp.add_argument('-p', '--param', nargs=2, action='append', metavar=('NAME', 'VALUE'), help='any template parameter, e.g. -p steps 3')
     rp.add_argument('--out', default='report.html', help='HTML file to write (default: report.html)')
-    rp.add_argument('--timeout', type=float, default=600, help='wall-clock limit in seconds (default 600)')
+    rp.add_argument('--timeout', type=_at_least(1.0, float), default=1800, help='wall-clock limit in seconds (default 1800: a minute on an idle 2-core machine, several on a loaded one)')
+    _add_threads(rp)
     rp.set_defaults(func=_report)
     d = sub.add_parser('diagnose', help='find wiring faults and print the corrected configuration for each engine',
                        description='The wiring doctor: static checks, training-feature match (with --training-dump) and a wiring sweep; '
@@ -159,7 +225,7 @@ def parser()->argparse.ArgumentParser:
     _add_pair_args(d)
     d.add_argument('--training-dump', help='SpecForge training dump folder (rows_*/data_*.ckpt): identifies the trained layers')
     d.add_argument('--prompts', help='held-out prompt file (.jsonl or .txt; default: the zoo prompts)')
-    d.add_argument('--n-prompts', type=int, default=None)
+    d.add_argument('--n-prompts', type=_at_least(1), default=None, help='use only the first N prompts')
     d.add_argument('--wiring', type=_wiring_arg, default=None, help='what the deployment actually feeds, e.g. 0,2,6 (overrides the config reading)')
     d.add_argument('--deployment', help="a capture folder from an SGLang deployment (--forward-hooks in mode 'full', the tensor dump, "
                                         "or the dumper with fc inputs): the fed layers are identified from its draft.fc.in")
@@ -171,7 +237,7 @@ def parser()->argparse.ArgumentParser:
     w = sub.add_parser('wiring', help="what each engine feeds the draft for a draft config (no weights needed)",
                        description="Translate a draft config's aux layer ids into resid[k] for SGLang, vLLM, SpecForge and the EAGLE authors' code.")
     w.add_argument('draft_config', help='draft config.json or its directory (or zoo:NAME)')
-    w.add_argument('--n-layers', type=int, help="the target's number of decoder layers")
+    w.add_argument('--n-layers', type=_at_least(1), help="the target's number of decoder layers")
     w.add_argument('--target', help="target directory (reads num_hidden_layers and model_type from its config)")
     w.add_argument('--model-type', help='target model_type (decides the SGLang rule for DeepSeek/Kimi)')
     w.add_argument('--json', action='store_true')
@@ -183,11 +249,23 @@ def parser()->argparse.ArgumentParser:
     return ap
 
 # %% ../nbs/09_cli.ipynb #80de43f6
+def _in_user_terms(msg:str)->str:
+    "An engine setting's name in an error message, as the option the user typed (speculative_num_steps -> --steps)."
+    for name, opt in OPTION_OF.items(): msg = re.sub(rf'\b{name}\b', f"{opt} ({name})", msg)
+    return msg
+
 def main(argv=None)->int:
     "Entry point of `eagle3-workbench`."
-    from eagle3_workbench.models import ModelLoadError
-    a = parser().parse_args(argv)
+    a = parser().parse_args(argv)   # --help and argument errors answer here, before torch is imported
     try: return a.func(a)
-    except (ModelLoadError, ValueError, FileNotFoundError, RuntimeError) as e:
-        print(f"eagle3-workbench {a.command}: error: {e}", file=sys.stderr)
+    except (ValueError, FileNotFoundError, RuntimeError, OSError) as e:   # ModelLoadError is a ValueError
+        print(f"eagle3-workbench {a.command}: error: {_in_user_terms(' '.join(str(e).split()))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"eagle3-workbench {a.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if os.environ.get('EAGLE3_DEBUG'): raise
+        print(f"eagle3-workbench {a.command}: internal error: {type(e).__name__}: {' '.join(str(e).split())[:500]} "
+              "(a bug: rerun with EAGLE3_DEBUG=1 for the traceback and report it)", file=sys.stderr)
+        return EXIT_CHECK_FAILED

@@ -12,9 +12,9 @@ from plotly.subplots import make_subplots
 from .capture import Record, load_tensor, tensor_stats
 
 # %% auto #0
-__all__ = ['COLORS', 'setup_offline_plotly', 'pipeline_figure', 'expected_presence', 'presence_table', 'presence_figure',
-           'distribution_figure', 'layer_profile_figure', 'acceptance_figure', 'token_strip', 'token_strip_html',
-           'similarity_figure', 'sweep_figure', 'to_html']
+__all__ = ['COLORS', 'SWEEP_METRICS', 'setup_offline_plotly', 'pipeline_figure', 'expected_presence', 'presence_table',
+           'presence_figure', 'distribution_figure', 'layer_profile_figure', 'acceptance_figure', 'token_strip',
+           'token_strip_html', 'similarity_figure', 'sweep_figure', 'to_html']
 
 # %% ../nbs/05_figures.ipynb #b5b2c258
 COLORS = dict(prompt='#9e9e9e', accepted='#2ca02c', rejected='#d62728', bonus='#1f77b4',
@@ -763,31 +763,39 @@ def similarity_figure(matrix, # [chunks, layers] cosine similarities (list of li
 # %% ../nbs/05_figures.ipynb #10e5e139
 def _sweep_color(r): return COLORS['best'] if r.get('best') else COLORS['configured'] if r.get('configured') else COLORS['other']
 
-def _sweep_title(rows):
+SWEEP_METRICS = {   # what a sweep row's value is: (title, axis label)
+    'accept_length': ('Accept length per wiring', 'accept length (bonus included)'),
+    'agreement': ('Teacher-forced agreement per wiring', "teacher-forced step-0 agreement with the target's greedy token"),
+}
+
+def _sweep_title(rows, metric='accept_length'):
     best = next((r for r in rows if r.get('best')), None)
     conf = next((r for r in rows if r.get('configured')), None)
-    parts = [f"{w} {r['label']}: {r['accept_length']:.2f}" for w, r in (('best', best), ('configured', conf)) if r is not None]
-    return "Accept length per wiring" + (f" ({'; '.join(parts)})" if parts else '')
+    parts = [f"{w} {r['label']}: {r[metric]:.{2 if metric == 'accept_length' else 3}f}" for w, r in (('best', best), ('configured', conf)) if r is not None]
+    return SWEEP_METRICS[metric][0] + (f" ({'; '.join(parts)})" if parts else '')
 
-def sweep_figure(rows, # dicts: label, accept_length, ci [lo, hi] (optional), configured, best
+def sweep_figure(rows, # dicts: label, the metric's value, ci [lo, hi] (optional), configured, best
                  backend='plotly', # 'plotly' or 'matplotlib'
+                 metric='accept_length', # the key of the value to plot: 'accept_length' or 'agreement' (the doctor's sweep)
                 ): # a plotly or matplotlib Figure
-    "Horizontal bars of accept length per configuration with confidence intervals; configured and best highlighted."
+    "Horizontal bars of one metric per wiring with confidence intervals; configured and best highlighted."
     rows = list(rows)
     if not rows: raise ValueError("no rows to plot")
-    x = [float(r['accept_length']) for r in rows]
+    if metric not in SWEEP_METRICS: raise ValueError(f"metric={metric!r}: expected one of {sorted(SWEEP_METRICS)}")
+    title, axis = _sweep_title(rows, metric), SWEEP_METRICS[metric][1]
+    x = [float(r[metric]) for r in rows]
     lo = [x_ - r['ci'][0] if r.get('ci') else 0.0 for x_, r in zip(x, rows)]
     hi = [r['ci'][1] - x_ if r.get('ci') else 0.0 for x_, r in zip(x, rows)]
     labels = [str(r['label']) for r in rows]
     tags = [' / '.join(t for t in ('best' if r.get('best') else '', 'configured' if r.get('configured') else '') if t) for r in rows]
     edge = [COLORS['configured'] if r.get('configured') and r.get('best') else _sweep_color(r) for r in rows]
     if _backend(backend) == 'plotly':
-        fig = go.Figure(go.Bar(x=x, y=labels, orientation='h', name='accept length',
+        fig = go.Figure(go.Bar(x=x, y=labels, orientation='h', name=metric,
                                marker=dict(color=[_sweep_color(r) for r in rows], line=dict(color=edge, width=3)),
                                error_x=dict(type='data', array=hi, arrayminus=lo, visible=True), text=tags, textposition='inside',
                                hovertemplate='%{y}: %{x:.3f}<extra></extra>'))
         fig.update_yaxes(autorange='reversed', type='category')
-        fig.update_layout(title=_sweep_title(rows), xaxis_title='accept length (bonus included)', height=140 + 32 * len(rows))
+        fig.update_layout(title=title, xaxis_title=axis, height=140 + 32 * len(rows))
         return fig
     fig = _mpl_figure((8, 1.2 + 0.4 * len(rows)))
     ax = fig.add_subplot()
@@ -795,7 +803,7 @@ def sweep_figure(rows, # dicts: label, accept_length, ci [lo, hi] (optional), co
     for i, t in enumerate(tags):
         if t: ax.text(0.02, i, t, va='center', fontsize=7, color='white')
     ax.set_yticks(range(len(rows)), labels, fontsize=8); ax.invert_yaxis()
-    ax.set(xlabel='accept length (bonus included)', title=_sweep_title(rows))
+    ax.set(xlabel=axis, title=title)
     ax.title.set_fontsize(9)
     fig.tight_layout()
     return fig

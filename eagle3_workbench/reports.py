@@ -4,16 +4,18 @@
 
 # %% ../nbs/07_reports.ipynb #c8242298
 from __future__ import annotations
-import ast, json, os, re, subprocess, sys, tempfile, time
+import ast, importlib.util, json, os, re, subprocess, sys, tempfile, time
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['ReportError', 'templates', 'template_parameters', 'export_html', 'run_report']
+__all__ = ['NEEDS', 'KERNEL', 'ReportError', 'templates', 'template_parameters', 'check_report_input', 'export_html',
+           'cell_descriptions', 'run_report']
 
 # %% ../nbs/07_reports.ipynb #d713e44d
 class ReportError(RuntimeError):
     "A report run that failed; the message is one line naming the cause, and `.notebook` is the partial notebook."
-    def __init__(self, msg, notebook=None): super().__init__(msg); self.notebook = notebook
+    def __init__(self, msg, notebook=None, bad_input=False):
+        super().__init__(msg); self.notebook, self.bad_input = notebook, bad_input
 
 def templates()->dict:
     "Name -> path of the report templates shipped with the package."
@@ -26,6 +28,34 @@ def template_parameters(name:str='wiring_report')->dict:
     cell = next(c for c in nb['cells'] if 'parameters' in c.get('metadata', {}).get('tags', []))
     tree = ast.parse(''.join(cell['source']))  # literals only: nothing in a notebook is executed to read them
     return {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
+
+# %% ../nbs/07_reports.ipynb #66937e9b
+NEEDS = ('papermill', 'nbconvert', 'nbformat', 'ipykernel')   # what executing and exporting a report imports
+_PATH_PARAMS = ('target', 'draft', 'training_dump', 'prompts')
+
+def check_report_input(out, # the HTML file to write
+                       parameters:dict, template:str='wiring_report'):
+    "Raise `ReportError(bad_input=True)` naming the first problem with a report's input; returns nothing."
+    if missing := [m for m in NEEDS if importlib.util.find_spec(m) is None]:
+        raise ReportError(f"the report needs {', '.join(missing)}, which is not installed (pip install {' '.join(missing)})")
+    if template not in templates(): raise ReportError(f"unknown template {template!r}; available: {sorted(templates())}", bad_input=True)
+    known = template_parameters(template)
+    if unknown := set(parameters) - set(known):
+        raise ReportError(f"unknown report parameter(s) {sorted(unknown)}; the template takes {sorted(known)}", bad_input=True)
+    for k in _PATH_PARAMS:
+        v = parameters.get(k)
+        if isinstance(v, str) and not v.startswith('zoo:') and not Path(v).expanduser().exists():
+            raise ReportError(f"parameter {k}: {v}: no such file or directory", bad_input=True)
+    try:   # the model configs (cheap; the weights are read in the kernel)
+        from eagle3_workbench.models import read_config, resolve_path
+        for k in ('target', 'draft'):
+            if parameters.get(k) is not None: read_config(resolve_path(parameters[k]))
+    except ValueError as e: raise ReportError(f"parameter {k}: {e}", bad_input=True) from None
+    out = Path(out)
+    if out.is_dir(): raise ReportError(f"--out {out}: is a directory, expected an HTML file path", bad_input=True)
+    parent = next((p for p in [out.parent, *out.parent.parents] if p.exists()), Path('.'))
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise ReportError(f"--out {out}: cannot write there ({parent} is not a writable directory)", bad_input=True)
 
 # %% ../nbs/07_reports.ipynb #98e63d43
 def _first_error(ipynb:Path)->str|None:
@@ -47,34 +77,98 @@ def export_html(ipynb, html)->Path:
     body, _ = HTMLExporter(template_name='lab').from_notebook_node(nb)
     # the lab template links require.js and MathJax from a CDN; nothing in a report needs them, and offline they only fail
     body = re.sub(r'<script[^>]*\bsrc="https://cdnjs\.cloudflare\.com/ajax/libs/(?:require\.js|mathjax)/[^"]*"[^>]*>\s*</script>', '', body)
-    Path(html).write_text(body, encoding='utf-8')
-    return Path(html)
+    html = Path(html)
+    tmp = html.with_name(f".{html.name}.tmp")
+    tmp.write_text(body, encoding='utf-8'); tmp.replace(html)
+    return html
+
+# %% ../nbs/07_reports.ipynb #9c155c92
+def cell_descriptions(nb:dict)->list:
+    "What each cell of a notebook does, for progress lines: its first comment line, else the last heading above it."
+    out, heading = [], ''
+    for c in nb['cells']:
+        src = ''.join(c['source']).strip()
+        if c['cell_type'] == 'markdown':
+            heading = next((l.lstrip('#').strip() for l in src.splitlines() if l.startswith('#')), heading)
+        first = src.splitlines()[0] if src else ''
+        what = first.lstrip('#').strip() if first.startswith('#') and not first.startswith('#|') else heading
+        out.append('setting the parameters' if 'injected-parameters' in c.get('metadata', {}).get('tags', []) else what)
+    return out
+
+# %% ../nbs/07_reports.ipynb #da2a453e
+KERNEL = 'eagle3-workbench-report'
+
+def _own_kernel(kdir)->Path:
+    "A kernelspec for this very interpreter in `kdir`, put first on JUPYTER_PATH: the report never runs in another Python."
+    spec = Path(kdir)/'kernels'/KERNEL
+    spec.mkdir(parents=True)
+    (spec/'kernel.json').write_text(json.dumps(dict(argv=[sys.executable, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+                                                    display_name='eagle3-workbench report', language='python')))
+    os.environ['JUPYTER_PATH'] = os.pathsep.join([str(kdir)] + [p for p in os.environ.get('JUPYTER_PATH', '').split(os.pathsep) if p])
+    return spec
+
+def _execute(template, ipynb, params_json, cwd)->int:
+    "The child process: papermill with one progress line per code cell on stderr; exit 0 ok, 3 a cell failed, 4 no run (cause in PARAMS.err)."
+    import papermill as pm
+    from papermill.engines import NBClientEngine, papermill_engines
+    from papermill.exceptions import PapermillExecutionError
+    t0, say = time.time(), os.fdopen(os.dup(2), 'w', buffering=1)
+    with open(os.devnull, 'w') as null: os.dup2(null.fileno(), 2)   # the kernel's own chatter (TCP warnings, ...) stays out
+    class _Progress(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, **kw):
+            whats, start = cell_descriptions(nb_man.nb), nb_man.cell_start
+            code = [i for i, c in enumerate(nb_man.nb.cells) if c.cell_type == 'code']
+            def cell_start(cell, cell_index=None, **k):
+                if cell_index in code:
+                    say.write(f"report: cell {code.index(cell_index) + 1}/{len(code)} ({time.time() - t0:.0f} s): {whats[cell_index]}\n")
+                return start(cell, cell_index, **k)
+            nb_man.cell_start = cell_start
+            return super().execute_managed_notebook(nb_man, kernel_name, **kw)
+    papermill_engines.register('eagle3-progress', _Progress)
+    with tempfile.TemporaryDirectory() as kdir:
+        _own_kernel(kdir)
+        try:
+            pm.execute_notebook(str(template), str(ipynb), parameters=json.loads(Path(params_json).read_text()), cwd=str(cwd),
+                                kernel_name=KERNEL, engine_name='eagle3-progress', progress_bar=False)
+        except PapermillExecutionError: return 3
+        except Exception as e:   # no kernel, a kernel that died: one line for the parent, no traceback
+            Path(f"{params_json}.err").write_text(f"could not run the notebook: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
+            return 4
+    return 0
 
 # %% ../nbs/07_reports.ipynb #7a939270
 def run_report(out='report.html', # the HTML file to write; the executed .ipynb goes beside it
                parameters:dict|None=None, # template parameters, e.g. dict(target=..., draft=..., steps=5)
                template:str='wiring_report', # a name from `templates()`
-               timeout:float=600, # wall-clock limit in seconds for the whole execution
-               progress:bool=True)->Path:
+               timeout:float=1800, # wall-clock limit in seconds for the whole execution
+               progress:bool=True, # one line per cell on stderr
+              )->Path:
     "Execute a report template with papermill in a child process (with a wall-clock limit) and export HTML."
-    if template not in templates(): raise ReportError(f"unknown template {template!r}; available: {sorted(templates())}")
-    params = parameters or {}
-    unknown = set(params) - set(template_parameters(template))
-    if unknown: raise ReportError(f"unknown report parameter(s) {sorted(unknown)}; the template takes {sorted(template_parameters(template))}")
+    params = dict(parameters or {})
+    check_report_input(out, params, template)
     out = Path(out); out.parent.mkdir(parents=True, exist_ok=True)
     ipynb = out.with_suffix('.ipynb')
     with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as f: json.dump(params, f)
-    cmd = [sys.executable, '-m', 'papermill', str(templates()[template]), str(ipynb), '-f', f.name, '--cwd', str(out.parent.resolve()),
-           '-k', 'python3'] + ([] if progress else ['--no-progress-bar'])
+    code = (f"import sys; from eagle3_workbench.reports import _execute; "
+            f"sys.exit(_execute({str(templates()[template])!r}, {str(ipynb)!r}, {f.name!r}, {str(out.parent.resolve())!r}))")
     t0 = time.time()
     try:
-        r = subprocess.run(cmd, stdout=None if progress else subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        r = subprocess.run([sys.executable, '-c', code], stdout=subprocess.DEVNULL, stderr=None if progress else subprocess.PIPE,
+                           text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ReportError(f"report did not finish within {timeout:.0f} s (stuck kernel?); partial notebook: {ipynb}", ipynb) from None
-    finally: os.unlink(f.name)
+        raise ReportError(f"report did not finish within {timeout:.0f} s (raise --timeout, or a stuck kernel?); "
+                          f"partial notebook: {ipynb}", ipynb) from None
+    finally:
+        err = Path(f"{f.name}.err")
+        why = err.read_text() if err.exists() else None
+        for p in (Path(f.name), err): p.unlink(missing_ok=True)
     if r.returncode != 0:
-        cause = _first_error(ipynb) or (r.stderr.strip().splitlines() or ['papermill failed'])[-1]
-        raise ReportError(f"report failed: {cause}; partial notebook: {ipynb}", ipynb)
+        cause = _first_error(ipynb) or why or ((r.stderr or '').strip().splitlines() or ['papermill failed'])[-1]
+        part = ipynb if ipynb.exists() else None
+        raise ReportError(f"report failed: {cause}" + (f"; partial notebook: {ipynb}" if part else ''), part,
+                          bad_input=cause.startswith(('ModelLoadError', 'FileNotFoundError')))
+    if progress: print(f"report: exporting HTML ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
     export_html(ipynb, out)
     if progress: print(f"report: {out} ({time.time() - t0:.0f} s); executed notebook: {ipynb}", file=sys.stderr)
     return out

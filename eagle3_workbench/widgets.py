@@ -42,7 +42,7 @@ class Stepper:
         self.apply = W.Button(description='Apply settings')
         self.phase = W.Dropdown(options=['extend', 'verify'], value='extend', description='phase')
         self.layer = W.Dropdown(options=[], description='stage')
-        self.status = W.HTML()
+        self.status, self.status_text = W.HTML(), ''
         self.strip = W.HTML()
         self.figure = W.Output()
         self.stage = W.Output()
@@ -63,15 +63,26 @@ class Stepper:
 
 # %% ../nbs/06_widgets.ipynb #dff06040
 @patch
+def tokens_text(self:Stepper, ids)->str:
+    "Tokens as a person reads them: each token's text, quoted; ids where the pair has no tokenizer."
+    ids = [ids] if isinstance(ids, int) else list(ids)
+    tok = self.pair.tokenizer
+    if tok is None: return ' '.join(map(str, ids))
+    return ' '.join(repr(tok.decode([t])) for t in ids)
+
+@patch
 def act(self:Stepper, name:str):
     "Run one button's action on the session, then redraw; errors go to the status line."
-    s = self.session
+    s, T = self.session, self.tokens_text
     try:
         with self.capture:
-            if name == 'Extend': r = s.extend(self._prompt()); msg = f"extend: {len(r.prompt_ids)} prompt tokens, next token {r.next_token}"
-            elif name == 'Draft': r = s.draft(); msg = f"draft: proposed {len(r.tokens)} tokens {r.tokens}"
-            elif name == 'Verify': r = s.verify(); msg = f"verify: accepted {r.accepted} of {len(r.proposed)}, accept length {r.accept_length}, bonus {r.bonus}"
-            elif name == 'Step': r = s.step().verify; msg = f"cycle {r.cycle}: accepted {r.accepted}, accept length {r.accept_length}"
+            if name == 'Extend': r = s.extend(self._prompt()); msg = f"extend: {len(r.prompt_ids)} prompt tokens, next token {T(r.next_token)}"
+            elif name == 'Draft': r = s.draft(); msg = f"draft: proposed {len(r.tokens)} tokens: {T(r.tokens)}"
+            elif name == 'Verify':
+                r = s.verify()
+                msg = (f"verify: accepted {r.accepted} of {len(r.proposed)} ({T(r.accepted_tokens) or 'none'}), "
+                       f"accept length {r.accept_length}, bonus {T(r.bonus)}")
+            elif name == 'Step': r = s.step().verify; msg = f"cycle {r.cycle}: accepted {r.accepted}, accept length {r.accept_length}: {T(r.emitted)}"
             elif name == 'Run N':
                 rs = s.run(self.run_n.value, prompt=None if s.tokens else self._prompt())
                 msg = f"ran {len(rs)} cycles, mean accept length {sum(x.verify.accept_length for x in rs)/max(1, len(rs)):.2f}"
@@ -80,9 +91,10 @@ def act(self:Stepper, name:str):
                 s.configure(wiring=_parse_wiring(self.wiring.value), speculative_num_steps=self.steps.value,
                             speculative_eagle_topk=self.topk.value, temperature=self.temperature.value)
                 msg = f"settings applied: wiring resid{list(s.wiring)}, steps {s.settings.speculative_num_steps}, top-k {s.settings.speculative_eagle_topk}"
-        self.status.value = f"<span style='color:#1a7f37'>{html.escape(msg)}</span>"
+        self.status_text, color = msg, '#1a7f37'
     except Exception as e:
-        self.status.value = f"<span style='color:#cf222e'><b>error</b>: {html.escape(f'{type(e).__name__}: {e}')}</span>"
+        self.status_text, color = f"error: {type(e).__name__}: {e}", '#cf222e'
+    self.status.value = f"<span style='color:{color}'>{html.escape(self.status_text)}</span>"
     self.redraw()
 
 # %% ../nbs/06_widgets.ipynb #75711964

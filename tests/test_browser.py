@@ -123,6 +123,9 @@ def test_report_html_renders_offline(tmp_path, browser_ok):
     r = subprocess.run(cli() + ['report', '--out', str(out)], capture_output=True, text=True, timeout=900)
     print(f"report: exit {r.returncode} in {time.time() - t0:.0f} s")
     assert r.returncode == 0, f"report failed:\n{r.stderr[-3000:]}"
+    cells = re.findall(r'^report: cell (\d+)/(\d+) \(\d+ s\): \S', r.stderr, re.M)
+    assert cells and cells[-1][0] == cells[-1][1], f"the terminal should show every cell's progress:\n{r.stderr[-2000:]}"
+    assert not _errors(r.stderr), r.stderr[-2000:]
     assert out.exists() and out.with_suffix('.ipynb').exists()
     art = artifacts_dir(tmp_path)
     with chromium() as (page, problems):
@@ -159,10 +162,14 @@ def test_report_bad_target_fails_in_one_line(tmp_path):
     r = subprocess.run(cli() + ['report', '--target', '/nonexistent', '--out', str(out), '--timeout', '300'],
                        capture_output=True, text=True, timeout=420)
     lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0
+    assert r.returncode == 2, f"bad input must exit 2, got {r.returncode}:\n{r.stderr[-3000:]}"
     assert len(lines) == 1 and '/nonexistent' in lines[0], f"expected one error line naming the path, got:\n{r.stderr[-3000:]}"
-    assert out.with_suffix('.ipynb').exists() and not out.exists()
+    assert list(tmp_path.iterdir()) == [], 'a bad input is refused before anything is written'
     assert not _report_kernels(tmp_path)
+
+def _errors(stderr:str)->list:
+    "The error lines of a report run (its progress lines, 'report: cell i/n ...', are not errors)."
+    return [l for l in stderr.strip().splitlines() if not l.startswith('report: ')]
 
 @pytest.mark.slow
 def test_report_timeout_is_bounded(tmp_path):
@@ -171,9 +178,10 @@ def test_report_timeout_is_bounded(tmp_path):
     r = subprocess.run(cli() + ['report', '-p', 'cycles', '100000', '--out', str(out), '--timeout', '20'],
                        capture_output=True, text=True, timeout=180)
     wall = time.time() - t0
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and wall < 60, f"exit {r.returncode} after {wall:.0f} s"
+    lines = _errors(r.stderr)
+    assert r.returncode == 1 and wall < 60, f"exit {r.returncode} after {wall:.0f} s"
     assert len(lines) == 1 and re.search(r'\b20 ?s\b', lines[0]), f"expected one line naming the 20 s limit, got:\n{r.stderr[-3000:]}"
+    assert re.search(r'^report: cell \d+/\d+ \(\d+ s\): ', r.stderr, re.M), f"no progress lines:\n{r.stderr[-2000:]}"
     assert out.with_suffix('.ipynb').exists() and not out.exists()
     # the kernel must not outlive the report (it would keep stepping 100000 cycles)
     until(lambda: not _report_kernels(tmp_path), 15, 'the report kernel to exit after the timeout')
