@@ -50,3 +50,20 @@ def test_diagnose_json_on_the_zoo():
 def test_zoo_list():
     r = cli('zoo', 'list')
     assert r.returncode == 0 and {'zoo:tiny-dsv3', 'zoo:tiny-dsv3-eagle3', 'zoo:tiny-llama', 'zoo:tiny-llama-eagle3'} <= set(r.stdout.split())
+
+def test_wiring_says_which_sglang_rule_it_assumed():
+    cfg = FIX/'specforge-llama3-8B-eagle3.json'
+    r = cli('wiring', cfg, '--n-layers', 32)
+    assert r.returncode == 0 and "assumes a DeepSeek/Kimi target" in r.stdout and '--model-type' in r.stdout
+    assert "assumes" in json.loads(cli('wiring', cfg, '--n-layers', 32, '--json').stdout)['assumed']
+    r = cli('wiring', cfg, '--n-layers', 32, '--model-type', 'llama')
+    assert 'PR #25454 did not change this model file' in r.stdout and 'assumes' not in r.stdout
+    assert 'assumed' not in json.loads(cli('wiring', cfg, '--n-layers', 32, '--model-type', 'llama', '--json').stdout)
+
+def test_help_imports_nothing_heavy():
+    code = ('import sys\nfrom eagle3_workbench.cli import main\n'
+            'for argv in (["--help"], ["run", "--help"], ["report", "--help"], ["diagnose", "--help"]):\n'
+            '    try: main(argv)\n    except SystemExit: pass\n'
+            'print(sorted(m for m in ("torch", "transformers", "numpy", "papermill") if m in sys.modules))')
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == '[]', r.stdout[-500:] + r.stderr[-500:]
