@@ -269,3 +269,8 @@ def main(argv=None)->int:
         print(f"eagle3-workbench {a.command}: internal error: {type(e).__name__}: {' '.join(str(e).split())[:500]} "
               "(a bug: rerun with EAGLE3_DEBUG=1 for the traceback and report it)", file=sys.stderr)
         return EXIT_CHECK_FAILED
+
+# %% ../nbs/09_cli.ipynb #99232646
+import builtins
+# `python -m eagle3_workbench.cli` is the same as the console script (a notebook kernel also runs as __main__: not there)
+if __name__ == '__main__' and not getattr(builtins, '__IPYTHON__', False): sys.exit(main())
