@@ -148,6 +148,13 @@ def test_report_html_renders_offline(tmp_path, browser_ok):
             assert w > 100 and h > 100 and svgs >= 1 and traces >= 1, f"figure {i} not drawn: {w}x{h}, {svgs} svg, {traces} traces"
         nb = json.loads(out.with_suffix('.ipynb').read_text())
         n_figs = sum('application/vnd.plotly.v1+json' in o.get('data', {}) for c in nb['cells'] for o in c.get('outputs', []))
+        # what a person reads: numbers rounded, the acceptance section explains why its accept length is not the doctor's
+        printed = '\n'.join(''.join(o.get('text', '')) for c in nb['cells'] for o in c.get('outputs', []) if o.get('output_type') == 'stream')
+        long_floats = re.findall(r'[^ ]*\d\.\d{7,}[^ ]*', printed)
+        assert not long_floats, f"unrounded numbers in the report: {long_floats[:5]}"
+        assert re.search(r'accept length: +\d\.\d\d  \(95% CI', printed) and 'per-position acceptance: 1:' in printed, printed[-2000:]
+        md = '\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'markdown')
+        assert re.search(r"doctor's\s+accept lengths above come from a smaller run", md), 'the two accept lengths are not explained'
         assert len(sizes) == n_figs, f"the page shows {len(sizes)} figures, the executed notebook has {n_figs}"
         assert not page.locator('.jp-OutputArea-output').filter(has_text='Traceback (most recent call last)').count()
         faults = []
