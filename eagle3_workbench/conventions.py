@@ -7,7 +7,7 @@ __all__ = ['CONVENTIONS', 'default_resid_layers', 'to_resid', 'from_resid', 'rea
            'disagreements', 'Wiring', 'resolve_wiring', 'wiring_table']
 
 # %% ../nbs/00_conventions.ipynb #45fc19d1
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 # %% ../nbs/00_conventions.ipynb #37bc1f16
@@ -94,16 +94,18 @@ _FIELDS = {'nested': 'eagle_config.eagle_aux_hidden_state_layer_ids',
            'top_level': 'eagle_aux_hidden_state_layer_ids (top level)'}
 _KEY = 'eagle_aux_hidden_state_layer_ids'
 
-def read_aux_ids(draft_config:dict, # a draft config.json, as a dict
+def read_aux_ids(draft_config:dict, # a draft config.json, as a dict; when it has a `source` (as `read_config`'s do), errors name that file
                 )->dict: # {'nested': list|None, 'top_level': list|None}
     "Both places a draft config may hold aux layer ids, as written."
     cfg = draft_config.to_dict() if hasattr(draft_config, 'to_dict') else draft_config
+    at = f"{draft_config.source}: " if getattr(draft_config, 'source', None) else ''
     nested = cfg.get('eagle_config') or {}
-    if not isinstance(nested, dict): raise ValueError(f"eagle_config must be a dict, got {nested!r}")
+    if not isinstance(nested, dict): raise ValueError(f"{at}eagle_config must be a dict, got {nested!r}")
     res = {}
     for where, holder in (('nested', nested), ('top_level', cfg)):
         v = holder.get(_KEY)
-        res[where] = None if v is None else list(_ints(v, _FIELDS[where]))
+        try: res[where] = None if v is None else list(_ints(v, _FIELDS[where]))
+        except ValueError as e: raise ValueError(f"{at}{e}") from None
     return res
 
 # %% ../nbs/00_conventions.ipynb #0052b41e
@@ -206,6 +208,7 @@ class Wiring:
     resid_layers: tuple  # resid indices fed to the draft, in chunk order
     engine: str          # convention/engine name used
     reason: str          # one sentence: where the ids came from and how they were translated
+    problems: list = field(default_factory=list)   # one sentence per problem of this engine's reading (ids never captured, ...)
 
 _WIRING_ENGINES = ('sglang', 'sglang-legacy', 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid')
 
@@ -226,7 +229,7 @@ def resolve_wiring(draft_config:dict, # a draft config.json, as a dict
     how = (f"read {r.field} {list(r.ids)} as {_RULES[r.convention].means}" if r.source == 'config'
            else f"found no ids it reads and used its default")
     lost = f", of which only resid{_idx(r.fed)} is captured" if r.fed != r.resid else ''
-    return Wiring(r.fed, label if label == 'sglang-legacy' else engine, f"{r.engine} {how}: resid{_idx(r.resid)}{lost}.")
+    return Wiring(r.fed, label if label == 'sglang-legacy' else engine, f"{r.engine} {how}: resid{_idx(r.resid)}{lost}.", r.problems)
 
 # %% ../nbs/00_conventions.ipynb #cc94d825
 def wiring_table(draft_config:dict, # a draft config.json, as a dict

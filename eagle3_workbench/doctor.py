@@ -12,7 +12,7 @@ from .conventions import (read_aux_ids, engine_readings, disagreements, resolve_
                                           default_resid_layers)
 from .models import target_parts
 from .capture import Capture, load_tensor
-from .engine import run_prompts, Session, bootstrap_ci
+from .engine import run_prompts, Session, bootstrap_ci, _check_prompts
 from .zoo import agreement_per_window
 
 # %% auto #0
@@ -350,6 +350,10 @@ def diagnose(pair, # a loaded `Pair`
     t0 = time.perf_counter()
     engine = engine or pair.wiring.engine
     n = pair.n_layers
+    if wiring is not None and len(tuple(wiring)) != pair.draft.config.num_aux:
+        raise ValueError(f"wiring {list(wiring)}: the draft takes {pair.draft.config.num_aux} aux chunks, got {len(tuple(wiring))}")
+    prompts = prompts if prompts is not None else zoo_prompts()
+    _check_prompts(pair, list(prompts) + ([deployment_prompt] if isinstance(deployment_prompt, str) else []), steps=None)   # before any work
     findings, configured = static_findings(pair, engine, algorithm)
     deployed = None
     if deployment is not None and wiring is None:

@@ -142,7 +142,7 @@ class Session:
                  **settings): # `SpecSettings` fields
         self.pair, self.capture = pair, capture
         self.settings = SpecSettings(**settings).checked(pair.draft.config.draft_vocab_size)
-        self.wiring = self._check_wiring(pair.wiring.resid_layers if wiring is None else wiring)
+        self.wiring = self._check_wiring(pair.wiring.resid_layers if wiring is None else wiring, configured=wiring is None)
         self.n_layers = len(target_parts(pair.target)['layers'])
         self.gen = torch.Generator().manual_seed(self.settings.seed)  # seeded once: later prompts draw fresh samples
         self.max_positions = pair.target.config.max_position_embeddings
@@ -164,10 +164,11 @@ class Session:
         self.settings, self.wiring = new, w
         return self
 
-    def _check_wiring(self, w):
+    def _check_wiring(self, w, configured=False):
         n = len(target_parts(self.pair.target)['layers'])
         w = tuple(w)
         if len(w) != self.pair.draft.config.num_aux:
+            if configured: raise ValueError(_configured_wiring_error(self.pair, n))
             raise ValueError(f"wiring {list(w)}: the draft takes {self.pair.draft.config.num_aux} aux chunks")
         for k in w:
             if k is not None and not (isinstance(k, int) and 0 <= k < n):
@@ -177,6 +178,31 @@ class Session:
     @property
     def pending(self): return self.tokens[-1] if self.tokens else None
     def text(self): return self.pair.tokenizer.decode(self.tokens) if self.pair.tokenizer else None
+
+def _configured_wiring_error(pair, n:int)->str:
+    "Why the draft config's ids give the draft fewer chunks than it takes: the config file, the ids, the layer count."
+    w, k = pair.wiring, pair.draft.config.num_aux
+    src = getattr(pair.draft_config, 'source', None) or pair.draft_path
+    why = [p for p in w.problems if not p.startswith('the draft gets')]
+    return (f"{src}: the draft takes {k} aux chunks but {w.engine} would feed it {len(w.resid_layers)} from this {n}-layer target"
+            + (f": {'; '.join(why)}" if why else '') + f" ({w.reason.rstrip('.')})")
+
+def _check_prompts(pair, prompts, steps:int|None=0):
+    "Every prompt usable before any runs: text (with a tokenizer) or token ids, and (unless `steps` is None) short enough; errors name the prompt."
+    limit = getattr(pair.target.config, 'max_position_embeddings', None)
+    for i, p in enumerate(prompts, 1):
+        if isinstance(p, str):
+            if pair.tokenizer is None:
+                raise ValueError(f"{pair.target_path}: no tokenizer (none of tokenizer.json, tokenizer_config.json, tokenizer.model): "
+                                 f"text prompts need the target's tokenizer files, or pass token ids")
+            if steps is None: continue
+            n = len(pair.tokenizer(p, add_special_tokens=False)['input_ids'])
+        elif isinstance(p, (bytes, dict)) or not hasattr(p, '__len__'):
+            raise ValueError(f"prompt {i}: expected text or a list of token ids, got {type(p).__name__}")
+        else: n = len(p)
+        if n == 0: raise ValueError(f"prompt {i}: empty, nothing to extend")
+        if steps is not None and limit and n + steps + 2 > limit:
+            raise ValueError(f"prompt {i}: {n} tokens, with speculative_num_steps {steps} it does not fit the target's {limit} positions")
 
 # %% ../nbs/03_engine.ipynb #90a48528
 @patch
@@ -225,6 +251,7 @@ def _pick(self:Session, logits):
 def extend(self:Session, prompt, # text (tokenised without special tokens) or a list of token ids
           )->ExtendResult:
     "Prefill the target with `prompt`, then run the draft's extend over it."
+    if isinstance(prompt, str) and self.pair.tokenizer is None: _check_prompts(self.pair, [prompt])   # says which files are missing
     ids = self.pair.tokenizer(prompt, add_special_tokens=False)['input_ids'] if isinstance(prompt, str) else list(prompt)
     if not ids: raise ValueError("empty prompt: nothing to extend")
     vocab = self.pair.target.config.vocab_size
@@ -441,6 +468,7 @@ def run_prompts(pair, prompts:list, # texts or token-id lists
     "Speculative decoding over `prompts` with metrics; for greedy runs also checks the output against the target alone."
     from tqdm.auto import tqdm
     s = Session(pair, wiring=wiring, **settings)
+    _check_prompts(pair, prompts, s.settings.speculative_num_steps)   # a bad prompt is reported before any runs
     runs, outputs, lossless = [], [], None
     for p in tqdm(prompts, desc=f"resid{list(s.wiring)}", disable=not progress, leave=False):
         s.extend(p)

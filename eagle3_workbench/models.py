@@ -4,7 +4,8 @@
 
 # %% ../nbs/01_models.ipynb #723a9494
 from __future__ import annotations
-import json, math, struct, warnings
+import json, logging, math, re, struct, warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
@@ -13,24 +14,30 @@ import torch.nn.functional as F
 from .conventions import resolve_wiring, Wiring
 
 # %% auto #0
-__all__ = ['ModelLoadError', 'read_config', 'weight_files', 'load_state_dict', 'load_target', 'load_tokenizer', 'target_parts',
-           'DraftConfig', 'RMSNorm', 'rope_cos_sin', 'DraftCache', 'DraftAttention', 'DraftMLP', 'DraftLayer',
-           'Eagle3Draft', 'DraftLoadReport', 'load_draft', 'save_draft', 'zoo_root', 'resolve_path', 'Pair',
-           'load_pair']
+__all__ = ['ModelLoadError', 'ConfigDict', 'read_config', 'weight_files', 'load_state_dict', 'load_target', 'load_tokenizer',
+           'target_parts', 'DraftConfig', 'RMSNorm', 'rope_cos_sin', 'DraftCache', 'DraftAttention', 'DraftMLP',
+           'DraftLayer', 'Eagle3Draft', 'DraftLoadReport', 'load_draft', 'save_draft', 'zoo_root', 'resolve_path',
+           'Pair', 'load_pair']
 
 # %% ../nbs/01_models.ipynb #06a9f587
 class ModelLoadError(ValueError):
     "A model directory or checkpoint that cannot be loaded as asked; the message names the file and key."
 
+class ConfigDict(dict):
+    "A parsed config.json that remembers its file (`source`), so errors about its keys found later can name it."
+    source = None
+
 def read_config(path, # a model directory or a config.json file
-               )->dict: # the parsed config
+               )->dict: # the parsed config (a `ConfigDict`)
     "Read `config.json` with errors that name the file and what was expected."
     path = Path(path)
     f = path/'config.json' if path.is_dir() else path
     if not f.exists(): raise ModelLoadError(f"{f}: no config.json found (expected a Hugging Face model directory)")
     try: cfg = json.loads(f.read_text())
     except json.JSONDecodeError as e: raise ModelLoadError(f"{f}: not valid JSON ({e})") from None
+    except (OSError, UnicodeDecodeError) as e: raise ModelLoadError(f"{f}: cannot be read as text ({type(e).__name__})") from None
     if not isinstance(cfg, dict): raise ModelLoadError(f"{f}: expected a JSON object, got {type(cfg).__name__}")
+    cfg = ConfigDict(cfg); cfg.source = str(f)
     return cfg
 
 # %% ../nbs/01_models.ipynb #a400e0df
@@ -67,6 +74,12 @@ def weight_files(path, # model directory
     return files
 
 # %% ../nbs/01_models.ipynb #8ccc981f
+def _unloadable(e:Exception)->str:
+    "The gist of a `torch.load(weights_only=True)` failure: the unpickler's own complaint, without torch's advice."
+    s = re.sub(r'\x1b\[[0-9;]*m', '', str(e))
+    m = re.search(r'WeightsUnpickler error:\s*(.+?)(?:\s+Please use|\n\n|$)', s, re.S)
+    return f"{type(e).__name__}: {' '.join((m[1] if m else s.split('. ')[0]).split())[:200]}"
+
 def load_state_dict(files, # weight files from `weight_files`
                    )->dict: # name -> tensor
     "Load weights from safetensors or, with `weights_only=True` only, from pickled `.bin`/`.pt` files."
@@ -80,7 +93,7 @@ def load_state_dict(files, # weight files from `weight_files`
             try: part = torch.load(f, map_location='cpu', weights_only=True)
             except Exception as e:
                 raise ModelLoadError(f"{f}: refused to load: only plain tensors are accepted (weights_only=True); "
-                                     f"this file needs unpickling of code or is corrupt ({type(e).__name__}: {str(e)[:200]})") from None
+                                     f"this file needs unpickling of code or is corrupt ({_unloadable(e)})") from None
             if isinstance(part, dict) and 'state_dict' in part and isinstance(part['state_dict'], dict): part = part['state_dict']
             if not isinstance(part, dict) or not all(isinstance(v, torch.Tensor) for v in part.values()):
                 raise ModelLoadError(f"{f}: expected a dict of tensors")
@@ -88,6 +101,34 @@ def load_state_dict(files, # weight files from `weight_files`
     return sd
 
 # %% ../nbs/01_models.ipynb #8ddb86ed
+_TARGET_INTS = ('num_hidden_layers', 'hidden_size', 'num_attention_heads', 'vocab_size')
+_TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model')
+
+class _HeldLogs(logging.Handler):
+    "Holds what transformers logs during a load: replayed when the load succeeds, dropped when a one-line error replaces it."
+    def __init__(self): super().__init__(); self.records = []
+    def emit(self, r): self.records.append(r)
+    def text(self): return '\n'.join(r.getMessage() for r in self.records)
+
+@contextmanager
+def _hold_transformers_logs():
+    lg = logging.getLogger('transformers')
+    held, saved = _HeldLogs(), (lg.handlers[:], lg.propagate)
+    lg.handlers, lg.propagate = [held], False
+    ok = False
+    try:
+        yield held
+        ok = True
+    finally:
+        lg.handlers, lg.propagate = saved
+        if ok:
+            for r in held.records: lg.handle(r)
+
+def _first_mismatch(report:str)->str:
+    "The first mis-shaped key of a transformers load report, as 'key: checkpoint [..] vs config.json [..]', or ''."
+    m = re.search(r'^(\S[^|\n]*?)\s*\|\s*MISMATCH\s*\|.*?ckpt:\s*torch\.Size\((\[[^\]]*\])\)\s*vs\s*model:\s*torch\.Size\((\[[^\]]*\])\)', report, re.M)
+    return f": {m[1]} is {m[2]} in the checkpoint, config.json implies {m[3]}" if m else ' (tensor shapes differ)'
+
 def load_target(path, # directory with config.json and weights (or a `zoo:NAME`)
                 dtype=torch.float32, # dtype to load the weights in
                 device='cpu', # device, when not using device_map
@@ -99,29 +140,43 @@ def load_target(path, # directory with config.json and weights (or a `zoo:NAME`)
     path = resolve_path(path)
     cfg = read_config(path)
     if 'model_type' not in cfg: raise ModelLoadError(f"{path/'config.json'}: key 'model_type' missing (expected a transformers model type)")
+    for k in _TARGET_INTS:   # composite configs keep these in a sub-config: only what is here is checked
+        v = cfg.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise ModelLoadError(f"{path/'config.json'}: key '{k}' must be a positive integer, got {v!r}")
     weight_files(path)
+    tok = load_tokenizer(path)   # before the weights: a broken tokenizer fails fast
     kw = dict(dtype=dtype, attn_implementation=attn_implementation, output_loading_info=True)
     if cfg.get('n_routed_experts') or cfg.get('num_experts') or cfg.get('num_local_experts'): kw['experts_implementation'] = 'eager'
     if device_map is not None: kw['device_map'] = device_map
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _hold_transformers_logs() as held:
         warnings.simplefilter('ignore')
         try: model, info = AutoModelForCausalLM.from_pretrained(str(path), **kw)
-        except (OSError, ValueError, RuntimeError, KeyError) as e:
-            if 'mismatch' in str(e): raise ModelLoadError(f"{path}: weights do not match config.json (tensor shapes differ)") from None
-            raise ModelLoadError(f"{path}: transformers could not build the target ({type(e).__name__}: {str(e)[:300]})") from None
+        except Exception as e:   # anything transformers raises on these files is a problem of the files: one line naming them
+            if 'mismatch' in str(e): raise ModelLoadError(f"{path}: weights do not match config.json{_first_mismatch(held.text())}") from None
+            raise ModelLoadError(f"{path}: transformers could not build the target ({type(e).__name__}: {' '.join(str(e).split())[:300]})") from None
     bad = {k: v for k in ('missing_keys', 'mismatched_keys') if (v := list(info.get(k) or []))}
     if bad: raise ModelLoadError(f"{path}: weights do not match config.json: {bad}")
     if device_map is None: model.to(device)
     model.eval()
-    return model, load_tokenizer(path)
+    return model, tok
 
 def load_tokenizer(path, # model directory
                   ):
-    "The directory's tokenizer, or None when it ships none."
+    "The directory's tokenizer, or None when it ships none; files that are there but broken are an error naming them."
     from transformers import AutoTokenizer
     path = Path(path)
-    if not any((path/n).exists() for n in ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model')): return None
-    return AutoTokenizer.from_pretrained(str(path))
+    present = [path/n for n in _TOKENIZER_FILES if (path/n).exists()]
+    if not present: return None
+    for f in present:
+        if f.suffix == '.json':
+            try: json.loads(f.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError) as e: raise ModelLoadError(f"{f}: not valid JSON ({' '.join(str(e).split())})") from None
+    with _hold_transformers_logs():
+        try: return AutoTokenizer.from_pretrained(str(path))
+        except Exception as e:
+            raise ModelLoadError(f"{', '.join(map(str, present))}: cannot be loaded as a tokenizer "
+                                 f"({type(e).__name__}: {' '.join(str(e).split())[:300]})") from None
 
 # %% ../nbs/01_models.ipynb #6d0187c7
 def target_parts(model)->dict:
@@ -476,11 +531,13 @@ def load_pair(target='zoo:tiny-dsv3', # target directory or zoo name
              )->Pair:
     "Load a target and its draft and resolve which resid[k] the engine feeds the draft."
     tpath = resolve_path(target)
+    read_config(tpath)   # a target that is no model directory is named as such, before any question about its draft
     if draft is None:
         if not str(target).startswith('zoo:'): raise ValueError(f"{target}: draft=None is only allowed for zoo targets; pass the draft directory")
         draft = f"{target}-eagle3"
     dpath = resolve_path(draft)
     dcfg = read_config(dpath)
+    DraftConfig.from_dict(dcfg, source=dcfg.source); weight_files(dpath)   # the draft's files checked before the target loads
     model, tok = load_target(tpath, dtype=dtype, device=device, device_map=device_map)
     dr, report = load_draft(dpath, target=model, dtype=dtype, device=device)
     tcfg = model.config.to_dict()

@@ -496,6 +496,18 @@ def _relocate(r:Record, d:Path):
 
 _PROCDIR = re.compile(r'rank(\d+)_pid(\d+)')
 
+def _read_records(f:Path)->list:
+    "The `Record`s of a records.jsonl, with errors naming the file and line."
+    out = []
+    for i, l in enumerate(f.read_text(errors='replace').splitlines(), 1):
+        if not l.strip(): continue
+        try: d = json.loads(l)
+        except json.JSONDecodeError as e: raise ValueError(f"{f}:{i}: not a JSON record ({e})") from None
+        try: out.append(Record.from_dict(d))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"{f}:{i}: not a capture record ({type(e).__name__}: {e}; expected the fields point, phase, shape, stats, ...)") from None
+    return out
+
 def read_hook_folder(folder, # the `folder` of the hook config (copied from the server, or on a shared disk)
                      rtol:float=1e-3, # relative tolerance when comparing ranks
                      ranks=None, # the ranks expected (default: 0 .. highest rank seen)
@@ -510,7 +522,7 @@ def read_hook_folder(folder, # the `folder` of the hook config (copied from the 
     for d in dirs:
         rank, pid = map(int, _PROCDIR.fullmatch(d.name).groups())
         f = d/'records.jsonl'
-        recs = [Record.from_dict(json.loads(l)) for l in f.read_text().splitlines() if l.strip()] if f.exists() else []
+        recs = _read_records(f) if f.exists() else []
         for r in recs:
             _relocate(r, d); r.stats['rank'], r.stats['pid'] = rank, pid   # the folder is the truth
         if (d/'errors.log').exists():
@@ -533,9 +545,10 @@ def _load_pass(f:Path)->dict:
     "A Pass file's dict, loaded with weights_only=True and checked to hold only tensors and lists of tensors."
     try: d = torch.load(f, map_location='cpu', weights_only=True)
     except Exception as e:
+        from eagle3_workbench.models import _unloadable
         raise ValueError(f"{f}: refused to load: SGLang Pass files hold only tensors and lists of tensors and are read with "
                          f"torch.load(weights_only=True); this one needs unpickling of other objects or is corrupt "
-                         f"({type(e).__name__}: {str(e)[:200]})") from None
+                         f"({_unloadable(e)})") from None
     if not isinstance(d, dict): raise ValueError(f"{f}: expected a dict of module name -> tensor(s), got {type(d).__name__}")
     for k, v in d.items():
         if not (isinstance(v, torch.Tensor) or (isinstance(v, (list, tuple)) and all(isinstance(x, torch.Tensor) for x in v))):
@@ -626,8 +639,9 @@ def _load_dumped(f:Path)->tuple:
     "(value, meta) of one dumper file, loaded with weights_only=True."
     try: d = torch.load(f, map_location='cpu', weights_only=True)
     except Exception as e:
+        from eagle3_workbench.models import _unloadable
         raise ValueError(f"{f}: refused to load: dumper files are read with torch.load(weights_only=True) and this one needs "
-                         f"unpickling of other objects or is corrupt ({type(e).__name__}: {str(e)[:200]})") from None
+                         f"unpickling of other objects or is corrupt ({_unloadable(e)})") from None
     return (d['value'], d.get('meta') or {}) if isinstance(d, dict) and 'value' in d else (d, {})
 
 def _tensors(v)->list|None:

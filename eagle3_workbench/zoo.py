@@ -302,6 +302,8 @@ def build_zoo(out=None, # output folder; default: the package's zoo_data
     t0 = time.perf_counter()
     recipe = recipe or ZooRecipe()
     out = Path(out) if out else zoo_root()
+    if blocked := next((p for p in [out, *out.parents] if p.exists() and not p.is_dir()), None):
+        raise ValueError(f"{out}: cannot write the zoo there: {blocked} is a file, not a folder")
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     train_files, held_files = corpus_files(recipe.file_limit)
