@@ -70,12 +70,9 @@ def _add_threads(ap):
                     help='torch CPU threads (default: $EAGLE3_THREADS, else one for narrow models or a busy machine, else the idle cores)')
 
 def _load(a):
-    "Load the pair a command names, with the thread count chosen on purpose."
+    "Load the pair a command names, with the thread count chosen on purpose (`--threads`, else `load_pair`'s rule)."
     from eagle3_workbench.models import load_pair
-    from eagle3_workbench.threads import apply_threads
-    if a.threads is not None: apply_threads(threads=a.threads)
-    pair = load_pair(a.target, a.draft, engine=a.engine)
-    return pair
+    return load_pair(a.target, a.draft, engine=a.engine, threads=a.threads)
 
 def _positions_check(pair, a):
     "--steps and --max-new-tokens must fit the target's positions; say which option does not."
@@ -87,7 +84,6 @@ def _positions_check(pair, a):
 # %% ../nbs/09_cli.ipynb #c1348a78
 def _run(a)->int:
     from eagle3_workbench.engine import run_prompts
-    from eagle3_workbench.threads import last_choice
     prompts = read_prompts(a.prompts, a.n_prompts)
     pair = _load(a)
     _positions_check(pair, a)
@@ -102,7 +98,7 @@ def _run(a)->int:
         print(f"resid fed: {out['resid_layers']}  ({pair.wiring.reason if a.wiring is None else 'wiring override'})")
         print(f"accept length: {out['accept_length']:.3f}  (95% CI {lo:.3f} .. {hi:.3f}; {out['cycles']} verify cycles, {out['tokens']} tokens)")
         print('per-position acceptance: ' + ' '.join(f"{x:.3f}" for x in out['per_position_acceptance']))
-        print(f"accept rate: {out['accept_rate']:.3f}   tokens/s: {out['tokens_per_second']:.1f}   ({last_choice or 'torch default threads'})")
+        print(f"accept rate: {out['accept_rate']:.3f}   tokens/s: {out['tokens_per_second']:.1f}   ({pair.threads})")
         if out['lossless'] is not None: print(f"lossless (matches target-only greedy decoding): {out['lossless']}")
     return EXIT_CHECK_FAILED if out['lossless'] is False else EXIT_OK
 
@@ -155,7 +151,7 @@ def _diagnose(a)->int:
     if not a.json: print(f"diagnosing {pair} on {len(prompts)} prompts ...", file=sys.stderr, flush=True)
     d = diagnose(pair, prompts, training_dump=a.training_dump, engine=a.engine,
                  wiring=a.wiring, deployment=deployment, deployment_prompt=a.deployment_prompt, algorithm=a.algorithm,
-                 accept=not a.no_accept)
+                 accept=not a.no_accept, progress=not a.json)
     print(json.dumps(d.to_json()) if a.json else d)
     return EXIT_OK if d.verdict == 'ok' else EXIT_CHECK_FAILED
 

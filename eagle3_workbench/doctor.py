@@ -12,7 +12,7 @@ from .conventions import (read_aux_ids, engine_readings, disagreements, resolve_
                                           default_resid_layers)
 from .models import target_parts
 from .capture import Capture, load_tensor
-from .engine import run_prompts, Session, bootstrap_ci, _check_prompts
+from .engine import run_prompts, Session, bootstrap_ci, _check_prompts, SpecSettings
 from .zoo import agreement_per_window
 
 # %% auto #0
@@ -274,6 +274,7 @@ class Diagnosis:
     sweep: list|None = None
     seconds: float = 0.0
     deployment: dict|None = None   # chunk x layer match of a deployment capture, when one was given
+    accept_setup: str|None = None  # how the accept lengths before / after were measured (not in the JSON)
 
     @property
     def codes(self): return [f.code for f in self.findings]
@@ -295,7 +296,9 @@ class Diagnosis:
                      f"   (DeepSeek/Kimi after PR #25454: {r['sglang_pr25454_eagle_aux_hidden_state_layer_ids']})")
             L.append(f"  vLLM (top-level eagle_aux_hidden_state_layer_ids): {r['vllm_eagle_aux_hidden_state_layer_ids']}")
             if r.get('accept_length_before') is not None or r.get('accept_length_after') is not None:
-                L.append(f"  accept length: {r.get('accept_length_before')} as configured -> {r.get('accept_length_after')} recommended")
+                al = lambda k: 'n/a' if r.get(k) is None else f"{r[k]:.2f} (95% CI {r[k + '_ci'][0]:.2f} .. {r[k + '_ci'][1]:.2f})"
+                L.append(f"  accept length: {al('accept_length_before')} as configured -> {al('accept_length_after')} recommended"
+                         + (f"   [{self.accept_setup}]" if self.accept_setup else ''))
         return '\n'.join(L)
     __repr__ = __str__
 
@@ -344,10 +347,15 @@ def diagnose(pair, # a loaded `Pair`
              deployment_prompt=None, # the prompt that deployment capture served
              algorithm:str='EAGLE3', # the --speculative-algorithm the draft is served with
              accept:bool=True, # also measure chain accept length before / after the recommendation
-             accept_prompts:int=8, accept_tokens:int=24)->Diagnosis:
+             accept_prompts:int=8, accept_tokens:int=24,
+             progress:bool=False, # a progress bar over the doctor's stages on stderr
+            )->Diagnosis:
     "Diagnose a target/draft pair: verdict, findings with evidence, and the corrected configuration per engine."
     from eagle3_workbench.engine import zoo_prompts
+    from tqdm.auto import tqdm
     t0 = time.perf_counter()
+    bar = tqdm(total=1 + (training_dump is not None) + bool(accept), desc='doctor', disable=not progress, leave=False)
+    stage = lambda what: (bar.set_postfix_str(what, refresh=False), bar.update())   # a step done, the next named
     engine = engine or pair.wiring.engine
     n = pair.n_layers
     if wiring is not None and len(tuple(wiring)) != pair.draft.config.num_aux:
@@ -369,10 +377,11 @@ def diagnose(pair, # a loaded `Pair`
             findings.append(Finding('AUX_EMBEDDING_CAPTURED', 'error', f"{src} feeds resid[0], the token embedding, in chunk "
                                     f"{configured.index(0)}: resid{list(configured)}", dict(fed=list(configured))))
     fatal = any(f.code == 'HIDDEN_SIZE_MISMATCH' for f in findings)
-    sim, sweep, trained, rec = None, None, None, None
+    sim, sweep, trained, rec, accept_setup = None, None, None, None, None
     if not fatal:
         prompts = prompts if prompts is not None else zoo_prompts()
         if training_dump is not None:
+            bar.set_postfix_str('training dump')
             samples, fs = read_training_dump(training_dump); findings += fs
             if samples:
                 sim, fs = match_training_features(pair, samples); findings += fs
@@ -381,6 +390,8 @@ def diagnose(pair, # a loaded `Pair`
                     findings += _mismatch(configured, trained, 'identified from the training dump',
                                           dict(trained=list(trained), fed=list(configured or []), cosine=[round(sim['cosine'][c][k], 4) for c, k in enumerate(trained)]))
         readings = engine_readings(pair.draft_config, n, pair.target_config.get('model_type'))
+        if training_dump is not None: stage('wiring sweep')
+        else: bar.set_postfix_str('wiring sweep')
         sweep = wiring_sweep(pair, prompts, configured, candidate_wirings(configured, n, readings, trained))
         best = sweep[0]
         # off-by-one neighbours of the trained wiring score close to it; among wirings statistically tied with the best,
@@ -404,6 +415,7 @@ def diagnose(pair, # a loaded `Pair`
         runnable = not any(f.code in ('VOCAB_MAP_INVALID',) for f in findings)
         if runnable: findings += _nonfinite(pair, prompts[0], rec_resid)
         if accept and runnable and not any(f.code == 'NONFINITE' for f in findings):
+            stage('accept length before / after')
             before = run_prompts(pair, prompts[:accept_prompts], accept_tokens, wiring=configured, check_lossless=False, progress=False).summary if configured else None
             after = before if configured and tuple(configured) == tuple(rec_resid) else \
                 run_prompts(pair, prompts[:accept_prompts], accept_tokens, wiring=rec_resid, check_lossless=False, progress=False).summary
@@ -411,6 +423,7 @@ def diagnose(pair, # a loaded `Pair`
                        accept_length_before_ci=[round(x, 3) for x in before['accept_length_ci']] if before else None,
                        accept_length_after=round(after['accept_length'], 3),
                        accept_length_after_ci=[round(x, 3) for x in after['accept_length_ci']])
+            accept_setup = f"chain of {SpecSettings().speculative_num_steps} steps, the first {min(accept_prompts, len(prompts))} prompts x {accept_tokens} tokens"
         errors = [f for f in findings if f.severity == 'error']
         if not errors:
             rec_row = next((r for r in sweep if tuple(r['resid_layers']) == tuple(rec_resid)), None)
@@ -423,4 +436,6 @@ def diagnose(pair, # a loaded `Pair`
     errors = [f for f in findings if f.severity == 'error']
     unusable = fatal or any(f.code == 'AUX_UNREACHABLE' for f in errors) and wiring is None and rec is None
     verdict = 'error' if unusable else ('miswired' if errors else 'ok')
-    return Diagnosis(verdict, findings, rec or {}, list(configured) if configured else None, engine, sim, sweep, time.perf_counter() - t0, deployed)
+    bar.close()
+    return Diagnosis(verdict, findings, rec or {}, list(configured) if configured else None, engine, sim, sweep, time.perf_counter() - t0,
+                     deployed, accept_setup)

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from .conventions import resolve_wiring, Wiring
+from .threads import apply_threads
 
 # %% auto #0
 __all__ = ['ModelLoadError', 'ConfigDict', 'read_config', 'weight_files', 'load_state_dict', 'load_target', 'load_tokenizer',
@@ -517,6 +518,7 @@ class Pair:
     draft_path: str
     wiring: Wiring
     report: DraftLoadReport
+    threads: object = None   # the `ThreadChoice` made when the pair was loaded
 
     @property
     def n_layers(self): return len(target_parts(self.target)['layers'])
@@ -528,18 +530,21 @@ def load_pair(target='zoo:tiny-dsv3', # target directory or zoo name
               draft=None, # draft directory; default: the zoo draft trained for `target`
               engine='sglang', # whose reading of the draft config decides the wiring
               dtype=torch.float32, device='cpu', device_map=None,
+              threads:int|None=None, # torch CPU threads; default: `threads.choose_threads` ($EAGLE3_THREADS, or the rule)
              )->Pair:
     "Load a target and its draft and resolve which resid[k] the engine feeds the draft."
     tpath = resolve_path(target)
-    read_config(tpath)   # a target that is no model directory is named as such, before any question about its draft
+    tcfg0 = read_config(tpath)   # a target that is no model directory is named as such, before any question about its draft
     if draft is None:
         if not str(target).startswith('zoo:'): raise ValueError(f"{target}: draft=None is only allowed for zoo targets; pass the draft directory")
         draft = f"{target}-eagle3"
     dpath = resolve_path(draft)
     dcfg = read_config(dpath)
     DraftConfig.from_dict(dcfg, source=dcfg.source); weight_files(dpath)   # the draft's files checked before the target loads
+    width = tcfg0.get('hidden_size') or (tcfg0.get('text_config') or {}).get('hidden_size')
+    chosen = apply_threads(width if isinstance(width, int) else None, threads)   # before the load: it runs on them too
     model, tok = load_target(tpath, dtype=dtype, device=device, device_map=device_map)
     dr, report = load_draft(dpath, target=model, dtype=dtype, device=device)
     tcfg = model.config.to_dict()
     wiring = resolve_wiring(dcfg, len(target_parts(model)['layers']), engine=engine, target_model_type=tcfg.get('model_type'))
-    return Pair(model, dr, tok, tcfg, dcfg, str(target), str(draft), wiring, report)
+    return Pair(model, dr, tok, tcfg, dcfg, str(target), str(draft), wiring, report, chosen)

@@ -18,7 +18,7 @@ from .conventions import from_resid, default_resid_layers
 __all__ = ['EOS', 'PAIRS', 'corpus_files', 'train_tokenizer', 'encode_files', 'target_configs', 'draft_config', 'train_target',
            'vocab_mapping', 'target_features', 'ttt_forward', 'train_draft', 'agreement_per_window',
            'teacher_forced_agreement', 'wrong_wirings', 'heldout_windows', 'heldout_prompts', 'write_training_dump',
-           'ZooRecipe', 'build_pair', 'build_zoo', 'write_card', 'zoo_card', 'main']
+           'ZooRecipe', 'build_pair', 'build_zoo', 'write_card', 'zoo_card', 'zoo_listing', 'main']
 
 # %% ../nbs/01a_zoo.ipynb #d393faf6
 def corpus_files(limit:int|None=None, # keep only the first `limit` files (miniature builds)
@@ -372,6 +372,28 @@ def zoo_card(log:dict)->str:
         L += ['']
     return '\n'.join(L)
 
+# %% ../nbs/01a_zoo.ipynb #6d0fb06b
+def zoo_listing(root=None)->list:
+    "One line per zoo model: its `zoo:` name and what it is (architecture, size, what a draft was trained on)."
+    root = Path(root) if root else zoo_root()
+    if not root.exists(): return []
+    log = json.loads((root/'build_log.json').read_text()).get('models', {}) if (root/'build_log.json').exists() else {}
+    out = []
+    for p in sorted(x for x in root.iterdir() if x.is_dir() and (x/'config.json').exists()):
+        c, m = json.loads((p/'config.json').read_text()), log.get(p.name, {})
+        if 'eagle_config' in c or 'draft_vocab_size' in c:
+            ag = (m.get('heldout_agreement') or {}).get('trained')
+            what = (f"EAGLE-3 draft of zoo:{p.name.removesuffix('-eagle3')}, hidden {c['hidden_size']}, draft vocabulary "
+                    f"{c.get('draft_vocab_size', c['vocab_size'])}" + (f"; trained on resid{m['resid_layers']} (config ids "
+                    f"{m['config_ids']}, {m['convention']} convention)" if m.get('resid_layers') else '')
+                    + (f"; held-out step-0 agreement {ag[0]:.3f}" if ag else ''))
+        else:
+            n = m.get('params')
+            what = (f"target, {c.get('model_type')} architecture, {c.get('num_hidden_layers')} layers, hidden {c.get('hidden_size')}, "
+                    f"vocabulary {c.get('vocab_size')}" + (f", {n / 1e6:.1f} M parameters" if n else ''))
+        out.append(f"zoo:{p.name:<20} {what}")
+    return out
+
 # %% ../nbs/01a_zoo.ipynb #8486b069
 def main(argv=None):
     "`python -m eagle3_workbench.zoo build|list|path`."
@@ -387,9 +409,7 @@ def main(argv=None):
     if a.command == 'build': build_zoo(a.out, ZooRecipe.miniature() if a.quick else ZooRecipe(), only=a.only, reuse_targets=a.reuse_targets)
     elif a.command == 'card': write_card(Path(a.out) if a.out else zoo_root())
     elif a.command == 'path': print(zoo_root())
-    else:
-        for p in sorted(zoo_root().iterdir()) if zoo_root().exists() else []:
-            if p.is_dir(): print(f"zoo:{p.name}")
+    else: print('\n'.join(zoo_listing()))
     return 0
 
 import builtins

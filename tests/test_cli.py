@@ -50,6 +50,9 @@ def test_diagnose_json_on_the_zoo():
 def test_zoo_list():
     r = cli('zoo', 'list')
     assert r.returncode == 0 and {'zoo:tiny-dsv3', 'zoo:tiny-dsv3-eagle3', 'zoo:tiny-llama', 'zoo:tiny-llama-eagle3'} <= set(r.stdout.split())
+    lines = {l.split()[0]: l for l in r.stdout.splitlines()}   # each model says what it is
+    assert 'llama architecture, 10 layers, hidden 160' in lines['zoo:tiny-llama']
+    assert 'EAGLE-3 draft of zoo:tiny-dsv3' in lines['zoo:tiny-dsv3-eagle3'] and 'resid[2, 6, 9]' in lines['zoo:tiny-dsv3-eagle3']
 
 def test_wiring_says_which_sglang_rule_it_assumed():
     cfg = FIX/'specforge-llama3-8B-eagle3.json'
