@@ -59,7 +59,7 @@ def run(quick:bool=False)->dict:
         variants['nnsight'] = nn_fn
     t = interleaved(variants, reps, warmup=2)
     # what one hook costs: the statistics of one resid tensor, and the exact fingerprint inside them
-    from eagle3_workbench.capture import tensor_stats, _hash_device
+    from eagle3_workbench.records import tensor_stats, _hash_device
     x = torch.randn(1, T, tgt.config.hidden_size)
     per = interleaved(dict(stats=lambda: tensor_stats(x), hash=lambda: _hash_device(x)), reps * 4, warmup=2)
     hooks1 = live_hooks(tgt, mine_only=False)

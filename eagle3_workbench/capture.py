@@ -4,156 +4,20 @@
 
 # %% ../nbs/02_capture.ipynb #3ceba20b
 from __future__ import annotations
-import json, math, re, uuid, zlib
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
 from fnmatch import fnmatch
-from pathlib import Path
 from typing import NamedTuple
 import torch
 from torch import nn
 from .models import target_parts
+from .points import POINTS, TARGET_POINTS, DRAFT_POINTS, RESID_SPEC, resid_indices, family, matcher, first_tensor
+from .records import Record, tensor_stats, fingerprint, load_tensor, load_records, _ShardWriter, _dtype
+# names that lived here before the points and records chapters, still importable from here
+_all_ = ['POINTS', 'Record', 'tensor_stats', 'fingerprint', 'load_tensor', 'load_records']
 
 # %% auto #0
-__all__ = ['POINTS', 'fingerprint', 'tensor_stats', 'expand_points', 'Record', 'load_tensor', 'load_records', 'live_hooks',
-           'Capture']
-
-# %% ../nbs/02_capture.ipynb #32484ca3
-_MASK64 = (1 << 64) - 1
-def _s64(x): return x - (1 << 64) if x >= 1 << 63 else x   # python int -> int64 two's complement
-_K1, _K2 = _s64(0x9E3779B97F4A7C15), _s64(0xBF58476D1CE4E5B9)
-_CHUNK = 1 << 22  # bytes hashed per step
-
-def _words(flat):
-    "A 1-D contiguous tensor's bytes as int64 words (32-bit when the length allows)."
-    b = flat.view(torch.uint8)
-    for dt, n in ((torch.int32, 4), (torch.int16, 2)):
-        if b.numel() % n == 0: return b.view(dt).long(), n
-    return b.long(), 1
-
-def _mix_keys(i0:int, n:int, device)->torch.Tensor:
-    "The odd pseudo-random weights of words i0 .. i0+n-1."
-    k = (torch.arange(n, device=device, dtype=torch.int64) + i0) * _K1
-    return ((k ^ (k >> 29)) * _K2) | 1
-
-_KEYS, _KEYS_MAX = {}, _CHUNK // 4   # device -> the weights of words 0.., grown in powers of two up to one chunk
-
-def _keys(i0:int, n:int, device)->torch.Tensor:
-    "The weights of words i0 .. i0+n-1, sliced from a per-device table when it can hold them."
-    end = i0 + n
-    if end > _KEYS_MAX: return _mix_keys(i0, n, device)
-    have = _KEYS.get(device)
-    if have is None or have.numel() < end: have = _KEYS[device] = _mix_keys(0, 1 << max(12, (end - 1).bit_length()), device)
-    return have[i0:end]
-
-def _hash_device(t)->torch.Tensor:
-    "The 64-bit position-weighted word sum of `t`'s bytes, as an int64 tensor on `t`'s device."
-    flat = t.detach().reshape(-1)
-    if flat.numel() == 0: return torch.zeros((), dtype=torch.int64, device=flat.device)
-    step, h = max(1, _CHUNK // flat.element_size()), None
-    for s in range(0, flat.numel(), step):
-        c = flat[s:s+step].contiguous()
-        if c.is_floating_point(): c = c + 0   # -0.0 + 0 == +0.0: equal tensors, equal bytes
-        w, n = _words(c)
-        part = (w * _keys((s * flat.element_size()) // n, w.numel(), w.device)).sum()
-        h = part if h is None else h + part
-    return h
-
-def _mix_meta(h:int, dtype:str, shape)->str:
-    m = zlib.crc32(f"{dtype}{tuple(shape)}".encode())
-    return f"{(h + m * 0x100000001B3) & _MASK64:016x}"
-
-def _dtype(t)->str: return str(t.dtype).removeprefix('torch.')
-
-def fingerprint(t:torch.Tensor, # any tensor, on any device
-               )->str: # 16 hex digits
-    "A cheap exact-equality hash of a tensor's values, dtype and shape, computed on the tensor's device."
-    return _mix_meta(int(_hash_device(t)) & _MASK64, _dtype(t), t.shape)
-
-# %% ../nbs/02_capture.ipynb #e475c78c
-_STAT_KEYS = ('mean', 'std', 'min', 'max', 'absmax', 'nan', 'inf', 'finite')
-
-def _finite_moments(xf)->torch.Tensor:
-    "mean, std, min, max, absmax over the finite entries, then the NaN, Inf and finite counts (float64, on the device)."
-    fin = torch.isfinite(xf)
-    nf = fin.sum()
-    mean = torch.where(fin, xf, 0).sum() / nf
-    std = (torch.where(fin, xf - mean, 0).pow(2).sum() / (nf - 1)).sqrt()
-    mn, mx = torch.where(fin, xf, float('inf')).min(), torch.where(fin, xf, float('-inf')).max()
-    return torch.stack([s.double() for s in (mean, std, mn, mx, torch.maximum(mn.abs(), mx.abs()), torch.isnan(xf).sum(),
-                                             torch.isinf(xf).sum(), nf)])
-
-def tensor_stats(t:torch.Tensor, # the tensor to summarise (not modified, not moved)
-                 sample:int=5, # how many leading values of the first token row to keep (`first5`)
-                 max_tokens:int=4096, # at most this many per-token norms are kept
-                )->dict: # plain python numbers and lists
-    "Summary statistics computed on the tensor's device; only scalars and a few samples move to the CPU."
-    x = t.detach()
-    shape, dtype, numel = tuple(x.shape), _dtype(x), x.numel()
-    res = dict(shape=shape, dtype=dtype, numel=numel)
-    if numel == 0:
-        nan = float('nan')
-        return res | dict(mean=nan, std=nan, min=nan, max=nan, absmax=nan, nan=0, inf=0, norm_mean=nan, norm_min=nan,
-                          norm_max=nan, norms=[], first5=[], fingerprint=fingerprint(x))
-    xf = x if x.dtype == torch.float64 else x.float()
-    flat = xf.reshape(-1)
-    mean = flat.sum() / numel   # finite exactly when every entry is (barring overflow, which only costs the slow path)
-    d = flat - mean
-    std = (torch.dot(d, d) / (numel - 1)).sqrt()
-    mn, mx = torch.aminmax(flat)
-    rows = xf.reshape(-1, xf.shape[-1]) if xf.dim() else xf.reshape(1, 1)
-    norms = torch.linalg.vector_norm(rows, dim=-1)
-    nk = min(max_tokens, rows.shape[0])
-    head = [mean, std, mn, mx]
-    if nk < rows.shape[0]: head += [norms.mean(), *torch.aminmax(norms)]   # else summarised from the norms sent anyway
-    # the one transfer: moments, kept norms, a sample of the first row (as float64 bits), then the 64-bit hash
-    vals = torch.cat([torch.cat([torch.stack(head), norms[:nk], rows[0, :sample]]).double().view(torch.int64),
-                      _hash_device(x).reshape(1)]).cpu()
-    h, vals = int(vals[-1]), vals[:-1].view(torch.float64).tolist()
-    m, sd, lo, hi = vals[:4]
-    s = dict(mean=m, std=sd, min=lo, max=hi, absmax=max(abs(lo), abs(hi)), nan=0, inf=0)
-    if not math.isfinite(m):   # some entry is NaN or Inf: recount over the finite entries (a second, rare transfer)
-        s = dict(zip(_STAT_KEYS, _finite_moments(xf).cpu().tolist()))
-        for k in ('nan', 'inf', 'finite'): s[k] = int(s[k])
-        if s.pop('finite') == 0: s.update(mean=float('nan'), std=float('nan'), min=float('nan'), max=float('nan'),
-                                          absmax=float('nan'))
-    ns = vals[len(head):len(head) + nk]
-    if len(head) > 4: nmean, nmin, nmax = vals[4:7]
-    elif any(v != v for v in ns): nmean = nmin = nmax = float('nan')
-    else: nmean, nmin, nmax = sum(ns) / nk, min(ns), max(ns)
-    return res | s | dict(norm_mean=nmean, norm_min=nmin, norm_max=nmax, norms=ns, first5=vals[len(head) + nk:],
-                          fingerprint=_mix_meta(h, dtype, shape))
-
-# %% ../nbs/02_capture.ipynb #3d91352a
-POINTS = {
-    'target.embed':          "output of the target's embed_tokens (also fires when the draft uses this embedding)",
-    'target.resid[k]':       "residual stream entering decoder layer k (pre-hook on layer k); k=N: input of the final "
-                             "norm. [*] = all k in 0..N, [2,6,9] lists, negative k counts from N",
-    'target.norm':           "output of the target's final norm (= HF output_hidden_states[N])",
-    'target.logits':         "output of the target's lm_head",
-    'draft.fc.in':           "input of fc: the concatenated target features (after fc_norm when the draft has it)",
-    'draft.fc.out':          "output of fc: the projected features entering the draft layer",
-    'draft.embed':           "token embedding entering the draft layer (input of midlayer.input_layernorm)",
-    'draft.hidden_norm':     "output of midlayer.hidden_norm (the normed incoming hidden state)",
-    'draft.input_layernorm': "output of midlayer.input_layernorm (the normed embedding)",
-    'draft.attn':            "output of midlayer.self_attn",
-    'draft.mlp':             "output of midlayer.mlp",
-    'draft.hidden':          "output of midlayer: the pre-norm hidden state fed to the next draft step",
-    'draft.norm':            "output of the draft's final norm",
-    'draft.logits':          "output of the draft's lm_head (draft vocabulary)",
-    'module:target:<glob>':  "output (first tensor) of every target submodule whose named_modules() name matches",
-    'module:draft:<glob>':   "output (first tensor) of every draft submodule whose named_modules() name matches",
-}
-
-# point -> (module path, 'in' = first input via pre-hook, 'out' = output via forward hook)
-_TARGET_SITES = {'target.embed': ('embed', 'out'), 'target.norm': ('norm', 'out'), 'target.logits': ('lm_head', 'out')}
-_DRAFT_SITES = {
-    'draft.fc.in': ('fc', 'in'), 'draft.fc.out': ('fc', 'out'),
-    'draft.embed': ('midlayer.input_layernorm', 'in'),
-    'draft.hidden_norm': ('midlayer.hidden_norm', 'out'), 'draft.input_layernorm': ('midlayer.input_layernorm', 'out'),
-    'draft.attn': ('midlayer.self_attn', 'out'), 'draft.mlp': ('midlayer.mlp', 'out'), 'draft.hidden': ('midlayer', 'out'),
-    'draft.norm': ('norm', 'out'), 'draft.logits': ('lm_head', 'out'),
-}
+__all__ = ['expand_points', 'live_hooks', 'Capture', 'POINTS', 'Record', 'tensor_stats', 'fingerprint', 'load_tensor',
+           'load_records']
 
 # %% ../nbs/02_capture.ipynb #dca6c167
 class _Site(NamedTuple):
@@ -161,20 +25,7 @@ class _Site(NamedTuple):
     module: nn.Module # the real module hooked
     kind: str         # 'in' or 'out'
 
-_RESID = re.compile(r'^target\.resid\[(.*)\]$')
-
 def _unknown(p): return ValueError(f"unknown hook point {p!r}; valid names: {', '.join(POINTS)}")
-
-def _resid_ks(inside:str, n:int)->list:
-    if inside.strip() == '*': return list(range(n + 1))
-    ks = []
-    for s in inside.split(','):
-        try: k = int(s)
-        except ValueError: raise ValueError(f"target.resid[{inside}]: expected '*', an integer or a comma list of integers") from None
-        if not -(n + 1) <= k <= n:
-            raise ValueError(f"target.resid[{k}] is out of range: this target has N={n} layers, so k is 0..{n} (or -{n+1}..-1)")
-        ks.append(k % (n + 1))
-    return ks
 
 def _need(model, which, p):
     if model is None: raise ValueError(f"hook point {p!r} needs the {which} model: pass {which}=... to Capture")
@@ -194,24 +45,22 @@ def _sites(spec:str, target, draft)->list:
             raise ValueError(f"{spec!r} matches no submodule of the {which}; names look like {names[:6]}")
         return found
     if spec == 'target.*':
-        return [s for p in ('target.embed', 'target.resid[*]', 'target.norm', 'target.logits') for s in _sites(p, target, draft)]
+        return [s for p in family('target') for s in _sites(p, target, draft)]
     if spec == 'draft.*':
         d = _need(draft, 'draft', spec)
-        return [s for p in _DRAFT_SITES if not (p.startswith('draft.fc.') and getattr(d, 'fc', None) is None)
+        return [s for p in family('draft') if not (p.startswith('draft.fc.') and getattr(d, 'fc', None) is None)
                 for s in _sites(p, target, draft)]
-    if m := _RESID.match(spec):
+    if m := RESID_SPEC.match(spec):
         parts = target_parts(_need(target, 'target', spec))
         n = len(parts['layers'])
-        return [_Site(f"target.resid[{k}]", parts['layers'][k] if k < n else parts['norm'], 'in') for k in _resid_ks(m[1], n)]
-    if spec in _TARGET_SITES:
-        where, kind = _TARGET_SITES[spec]
-        return [_Site(spec, target_parts(_need(target, 'target', spec))[where], kind)]
-    if spec in _DRAFT_SITES:
-        where, kind = _DRAFT_SITES[spec]
+        return [_Site(f"target.resid[{k}]", parts['layers'][k] if k < n else parts['norm'], 'in') for k in resid_indices(m[1], n)]
+    if (pt := TARGET_POINTS.get(spec)) is not None:
+        return [_Site(spec, target_parts(_need(target, 'target', spec))[pt.module], pt.read)]
+    if (pt := DRAFT_POINTS.get(spec)) is not None:
         d = _need(draft, 'draft', spec)
-        try: mod = _submodule(d, where)
-        except AttributeError: raise ValueError(f"{spec!r}: this draft has no {where} (use_aux_hidden_state is false)") from None
-        return [_Site(spec, mod, kind)]
+        try: mod = _submodule(d, pt.module)
+        except AttributeError: raise ValueError(f"{spec!r}: this draft has no {pt.module} (use_aux_hidden_state is false)") from None
+        return [_Site(spec, mod, pt.read)]
     raise _unknown(spec)
 
 def _resolve(points, target, draft)->list:
@@ -230,94 +79,6 @@ def expand_points(points, # a point name or glob, or a list of them
     "The canonical hook point names a specification resolves to for these models."
     return [s.point for s in _resolve(points, target, draft)]
 
-# %% ../nbs/02_capture.ipynb #17d36cc9
-@dataclass(repr=False)
-class Record:
-    "One firing of one hook point: where, in which phase, and what (statistics, and the tensor when asked)."
-    point: str              # hook point, e.g. 'target.resid[9]', 'draft.fc.in'
-    phase: str              # engine phase ('extend', 'draft[0]', 'verify', ...); 'none' outside any phase
-    cycle: int              # engine cycle number (0 for the first extend); -1 outside
-    positions: list|None    # token positions of this forward, as the engine declared them
-    token_ids: list|None    # token ids of this forward, as the engine declared them
-    shape: tuple            # tensor shape
-    dtype: str              # e.g. 'float32', 'bfloat16'
-    stats: dict             # `tensor_stats` of the tensor; always present
-    tensor: object = None   # a detached CPU clone, in 'full' mode
-    location: str|None = None  # 'path/to/shard.safetensors:key', in 'disk' mode
-
-    def norms(self)->list:
-        "Per-token L2 norms (from `stats`)."
-        return self.stats['norms']
-
-    def to_dict(self)->dict:
-        "Everything but the tensor, as JSON-ready plain data."
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != 'tensor'}
-        return d | dict(shape=list(self.shape), stats={**self.stats, 'shape': list(self.stats['shape'])})
-
-    @classmethod
-    def from_dict(cls, d:dict)->Record:
-        "The inverse of `to_dict`."
-        return cls(**{**d, 'shape': tuple(d['shape']), 'stats': {**d['stats'], 'shape': tuple(d['stats']['shape'])}})
-
-    def __repr__(self):
-        s, where = self.stats, (' +tensor' if self.tensor is not None else f' @{self.location}' if self.location else '')
-        bad = f" nan={s.get('nan')} inf={s.get('inf')}" if s.get('nan') or s.get('inf') else ''
-        nm, fp = s.get('norm_mean'), s.get('fingerprint')  # records parsed from log lines may lack either
-        return (f"Record({self.point} | {self.phase} c{self.cycle} | {list(self.shape or [])} {self.dtype} | "
-                f"norm_mean={'?' if nm is None else format(nm, '.4g')}{bad} | fp={(fp or '?')[:8]}{where})")
-
-# %% ../nbs/02_capture.ipynb #08489908
-class _ShardWriter:
-    "Pending CPU tensors, written as a safetensors shard when a count or byte budget is reached."
-    def __init__(self, folder, flush_records:int, flush_bytes:int):
-        self.folder = Path(folder).expanduser().resolve()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.prefix, self.flush_records, self.flush_bytes = uuid.uuid4().hex[:8], flush_records, flush_bytes
-        self.shard, self.n, self.pending, self.pending_bytes = 0, 0, {}, 0
-
-    def path(self)->Path: return self.folder/f"capture-{self.prefix}-{self.shard:05d}.safetensors"
-
-    def add(self, t)->str:
-        key = f"r{self.n:07d}"; self.n += 1
-        cpu = t.detach().to('cpu', copy=True).contiguous()
-        self.pending[key] = cpu
-        self.pending_bytes += cpu.numel() * cpu.element_size()
-        return f"{self.path()}:{key}"
-
-    def due(self)->bool: return len(self.pending) >= self.flush_records or self.pending_bytes >= self.flush_bytes
-
-    def flush(self):
-        if not self.pending: return
-        from safetensors.torch import save_file
-        save_file(self.pending, str(self.path()))
-        self.shard, self.pending, self.pending_bytes = self.shard + 1, {}, 0
-
-# %% ../nbs/02_capture.ipynb #166228b9
-def load_tensor(record:Record, # a record made in 'full' or 'disk' mode
-               )->torch.Tensor: # the captured tensor, on the CPU
-    "The tensor of a record: its in-memory clone, or read back from its safetensors shard."
-    if record.tensor is not None: return record.tensor
-    if record.location is None: raise ValueError(f"{record.point}: captured in 'stats' mode, no tensor was kept (use mode='full' or 'disk')")
-    file, key = record.location.rsplit(':', 1)
-    if not Path(file).exists():
-        raise FileNotFoundError(f"{file}: not written yet; its tensors are written when the Capture exits or on cap.flush()")
-    from safetensors import safe_open
-    with safe_open(file, 'pt') as f: return f.get_tensor(key)
-
-def load_records(folder, # a folder written by disk-mode captures
-                )->list: # the records, in capture order per capture, locations pointing into `folder`
-    "Rebuild the records of every disk-mode capture written to `folder` (which may have been moved)."
-    folder = Path(folder)
-    out = []
-    for man in sorted(folder.glob('capture-*-records.jsonl')):
-        for line in man.read_text().splitlines():
-            r = Record.from_dict(json.loads(line))
-            if r.location:
-                file, key = r.location.rsplit(':', 1)
-                r.location = f"{folder.resolve()/Path(file).name}:{key}"
-            out.append(r)
-    return out
-
 # %% ../nbs/02_capture.ipynb #a6e2fbc9
 class _Phase(NamedTuple):
     name: str
@@ -330,22 +91,10 @@ _MODES = ('stats', 'full', 'disk')
 
 def _as_list(x): return x.tolist() if isinstance(x, torch.Tensor) else (list(x) if isinstance(x, (tuple, range)) else x)
 
-def _first_tensor(x):
-    if isinstance(x, torch.Tensor): return x
-    if isinstance(x, (tuple, list)): vals = x
-    elif isinstance(x, dict): vals = x.values()
-    else: return None
-    return next((v for v in vals if isinstance(v, torch.Tensor)), None)
-
 def _input_tensor(args, kwargs):
     if args and isinstance(args[0], torch.Tensor): return args[0]
     if isinstance(kwargs.get('hidden_states'), torch.Tensor): return kwargs['hidden_states']
-    return _first_tensor(args) if args else _first_tensor(kwargs)
-
-def _glob(pattern:str):
-    "A matcher where `*` and `?` are wildcards and everything else, brackets included, is literal."
-    rx = re.compile(''.join('.*' if c == '*' else '.' if c == '?' else re.escape(c) for c in pattern))
-    return lambda s: rx.fullmatch(s) is not None
+    return first_tensor(args) if args else first_tensor(kwargs)
 
 def _mine(h): return getattr(h, '_eagle3_capture', False)
 
@@ -396,7 +145,7 @@ class Capture:
             def hook(m, args, kwargs): self._keep(s.point, _input_tensor(args, kwargs))
             hook._eagle3_capture = True
             return s.module.register_forward_pre_hook(hook, with_kwargs=True)
-        def hook(m, args, out): self._keep(s.point, _first_tensor(out))
+        def hook(m, args, out): self._keep(s.point, first_tensor(out))
         hook._eagle3_capture = True
         return s.module.register_forward_hook(hook)
 
@@ -439,8 +188,7 @@ class Capture:
         self._writer.flush()
         new = self.records[self._written:]
         if new:
-            with open(self._writer.folder/f"capture-{self._writer.prefix}-records.jsonl", 'a') as f:
-                for r in new: f.write(json.dumps(r.to_dict()) + '\n')
+            self._writer.append_records(new)
             self._written = len(self.records)
 
     @property
@@ -455,10 +203,10 @@ class Capture:
               )->list:
         "The records matching all the given filters, in capture order."
         if point is None: okp = lambda p: True
-        elif _RESID.match(point) and '*' not in point and self.target is not None:
+        elif RESID_SPEC.match(point) and '*' not in point and self.target is not None:
             names = set(expand_points(point, self.target)); okp = names.__contains__
-        else: okp = _glob(point)
-        okh = (lambda p: True) if phase is None else _glob(phase)
+        else: okp = matcher(point)
+        okh = (lambda p: True) if phase is None else matcher(phase)
         okc = (lambda c: True) if cycle is None else (lambda c: c == cycle) if isinstance(cycle, int) else (lambda c: c in cycle)
         return [r for r in self.records if okp(r.point) and okh(r.phase) and okc(r.cycle)]
 

@@ -9,6 +9,7 @@ import ipywidgets as W
 from fastcore.basics import patch
 from IPython.display import display
 from .capture import Capture
+from .points import PHASE_PAIRS, phase_pair
 from .engine import Session
 from . import figures as fg
 
@@ -40,7 +41,7 @@ class Stepper:
         self.temperature = W.BoundedFloatText(value=s.temperature, min=0, max=10, step=0.1, description='temperature')
         self.wiring = W.Text(value=','.join(map(str, self.session.wiring)), description='wiring', placeholder='e.g. 2,6,9')
         self.apply = W.Button(description='Apply settings')
-        self.phase = W.Dropdown(options=['extend', 'verify'], value='extend', description='phase')
+        self.phase = W.Dropdown(options=list(PHASE_PAIRS), value='extend', description='phase')
         self.layer = W.Dropdown(options=[], description='stage')
         self.status, self.status_text = W.HTML(), ''
         self.strip = W.HTML()
@@ -110,7 +111,7 @@ def redraw(self:Stepper):
         first_wired = f"target.resid[{self.session.wiring[0]}]"
         self.layer.value = keep if keep in points else first_wired if first_wired in points else (points[0] if points else None)
     phase = self.phase.value
-    tph, dph = {'extend': ('extend', 'draft_extend'), 'verify': ('verify', 'draft_extend_after_verify')}.get(phase, (phase, phase))
+    tph, dph = phase_pair(phase)
     cycles = [r.cycle for r in recs if r.phase == tph] or [r.cycle for r in recs if r.phase == dph]
     self.fig = fg.pipeline_figure(recs, phase=phase, cycle=max(cycles), wiring=self.session.wiring) if cycles else None  # the latest cycle
     # the plotly mime bundle set directly: display machinery would send the figure to the cell's output instead

@@ -4,8 +4,9 @@ import pytest, torch
 from torch import nn
 from conftest import save_tiny_target, tiny_draft_config, random_draft
 from eagle3_workbench.models import load_target, load_draft, save_draft, target_parts
-from eagle3_workbench.capture import (POINTS, Record, Capture, live_hooks, tensor_stats, fingerprint, expand_points,
-                                      load_tensor, load_records)
+from eagle3_workbench.points import POINTS
+from eagle3_workbench.records import Record, tensor_stats, fingerprint, load_tensor, load_records
+from eagle3_workbench.capture import Capture, live_hooks, expand_points
 
 N = 6  # layers of the conftest targets
 
@@ -329,3 +330,14 @@ def test_names_and_errors(llama, draft):
     with pytest.raises(ValueError, match='target='): Capture(draft=draft, points='target.resid[0]')
     with pytest.raises(ValueError, match='mode'): Capture(llama, mode='everything')
     assert live_hooks(llama) == 0
+
+def test_old_import_paths_still_work():
+    "Names that moved to the points and records modules are still importable from capture, also by `import *`."
+    import eagle3_workbench.capture as cap, eagle3_workbench.points as pts, eagle3_workbench.records as recs
+    from eagle3_workbench.capture import (Record as R, tensor_stats as ts, fingerprint as fp, load_records as lr,
+                                          load_tensor as lt, POINTS as P, Capture as C, expand_points as ep, live_hooks as lh)
+    assert (R, ts, fp, lr, lt, P) == (recs.Record, recs.tensor_stats, recs.fingerprint, recs.load_records, recs.load_tensor, pts.POINTS)
+    ns = {}
+    exec('from eagle3_workbench.capture import *', ns)
+    assert {'Record', 'tensor_stats', 'fingerprint', 'load_records', 'load_tensor', 'POINTS', 'Capture', 'expand_points',
+            'live_hooks'} <= set(ns)

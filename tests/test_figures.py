@@ -6,11 +6,13 @@ matplotlib.use('Agg')
 import numpy as np
 import pytest, torch
 from conftest import save_tiny_target, tiny_draft_config, random_draft
-from eagle3_workbench.capture import Record, Capture, tensor_stats
+from eagle3_workbench.records import Record, tensor_stats
+from eagle3_workbench.capture import Capture
 from eagle3_workbench.engine import ExtendResult, DraftResult, VerifyResult, StepResult, Session, summarize
 from eagle3_workbench.figures import (COLORS, pipeline_figure, presence_figure, presence_table, expected_presence,
-    distribution_figure, layer_profile_figure, acceptance_figure, token_strip, token_strip_html, similarity_figure,
-    sweep_figure, setup_offline_plotly, to_html)
+    distribution_figure, layer_profile_figure, setup_offline_plotly, to_html)
+from eagle3_workbench.result_figures import (acceptance_figure, token_strip, token_strip_html, similarity_figure,
+    sweep_figure)
 
 H = 8   # target hidden size of the synthetic records
 
@@ -343,3 +345,10 @@ def test_real_session_with_capture(tmp_path):
     lp = traces(layer_profile_figure(cap, n_layers=pair.n_layers, wired=s.wiring))
     np.testing.assert_allclose(lp['norm_mean']['y'], [cap.select(f'target.resid[{k}]', phase='extend')[0].stats['norm_mean']
                                                       for k in range(pair.n_layers + 1)])
+
+def test_figures_hands_on_the_result_figures():
+    "`fg.sweep_figure` and friends, which live in result_figures, still work through figures."
+    from eagle3_workbench import figures as fg, result_figures as rf
+    for n in ('SWEEP_METRICS', 'acceptance_figure', 'token_strip', 'token_strip_html', 'similarity_figure', 'sweep_figure'):
+        assert getattr(fg, n) is getattr(rf, n) and n in fg.__all__ and n in dir(fg)
+    with pytest.raises(AttributeError): fg.no_such_figure
