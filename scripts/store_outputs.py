@@ -1,0 +1,75 @@
+"""Run the chapters and store their text outputs, so that a reader of a notebook on the web sees its tables and numbers.
+
+    OMP_NUM_THREADS=1 python scripts/store_outputs.py [nbs/03_engine.ipynb ...]   # default: every chapter
+
+Each chapter runs as `nbdev_test` runs it (same cells skipped, the notebook's folder as working directory). What is
+kept: printed text, plain-text and markdown results, small HTML tables and small PNG images. What is dropped: plotly
+figures (each embeds megabytes of data; their plain-text line stays), widget state, anything larger than the limits
+below. Sources are untouched: only `outputs` and `execution_count` change, so `nbdev_export` writes the same modules.
+"""
+from __future__ import annotations
+import json, os, sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TEXT_LIMIT, HTML_LIMIT, PNG_LIMIT = 6_000, 30_000, 200_000   # characters kept per output
+KEEP = ('text/plain', 'text/markdown', 'text/html', 'image/png')
+
+def _trim(text, limit):
+    text = ''.join(text) if isinstance(text, list) else text
+    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters not stored]\n"
+
+def keep_output(o:dict)->dict|None:
+    "The part of one output worth storing, or None."
+    kind = o.get('output_type')
+    if kind == 'stream': return dict(output_type='stream', name=o.get('name', 'stdout'), text=_trim(o.get('text', ''), TEXT_LIMIT))
+    if kind not in ('execute_result', 'display_data'): return None
+    data = {}
+    for mime in KEEP:
+        v = o.get('data', {}).get(mime)
+        if v is None: continue
+        v = ''.join(v) if isinstance(v, list) else v
+        if mime == 'text/html' and (len(v) > HTML_LIMIT or '<script' in v): continue
+        if mime == 'image/png' and len(v) > PNG_LIMIT: continue
+        data[mime] = _trim(v, TEXT_LIMIT) if mime in ('text/plain', 'text/markdown') else v
+    if not data: return None
+    out = dict(output_type=kind, data=data, metadata={})
+    if kind == 'execute_result': out['execution_count'] = o.get('execution_count')
+    return out
+
+def run_chapter(fn:Path)->dict:
+    "Execute a chapter as nbdev_test does; return {cell index: outputs} for the code cells that ran."
+    from nbdev.process import NBProcessor
+    from nbdev.frontmatter import FrontmatterProc
+    from execnb.shell import CaptureShell
+    from fastcore.xtras import working_directory
+    os.environ['IN_TEST'] = '1'
+    nb = NBProcessor(fn, procs=FrontmatterProc, process=True).nb
+    def no_eval(cell):
+        if cell.cell_type != 'code': return True
+        d = getattr(cell, 'directives_', {}) or {}
+        return d.get('eval:', [''])[0].lower() == 'false'
+    shell = CaptureShell(fn)
+    with working_directory(fn.parent): shell.run_all(nb, exc_stop=True, preproc=no_eval)
+    return {i: list(c.get('outputs', [])) for i, c in enumerate(nb.cells) if c.cell_type == 'code'}
+
+def store(fn:Path)->tuple:
+    "Run one chapter and write its kept outputs into the notebook file; returns (cells with output, characters stored)."
+    raw = json.loads(fn.read_text(encoding='utf-8'))
+    outs = run_chapter(fn)
+    n_cells = n_chars = 0
+    for i, c in enumerate(raw['cells']):
+        if c['cell_type'] != 'code': continue
+        kept = [k for o in outs.get(i, []) if (k := keep_output(o)) is not None]
+        c['outputs'], c['execution_count'] = kept, None
+        for k in kept:
+            if k['output_type'] == 'execute_result': k['execution_count'] = None
+        n_cells += bool(kept); n_chars += len(json.dumps(kept))
+    fn.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
+    return n_cells, n_chars
+
+if __name__ == '__main__':
+    files = [Path(a).resolve() for a in sys.argv[1:]] or sorted((ROOT/'nbs').glob('[0-9]*.ipynb'))
+    for f in files:
+        cells, chars = store(f)
+        print(f"{f.name}: outputs stored in {cells} cells, {chars / 1e3:.0f} kB", flush=True)
