@@ -5,12 +5,12 @@
 # %% ../nbs/02a_records.ipynb #7e079c8d
 from __future__ import annotations
 import json, math, uuid, zlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['fingerprint', 'tensor_stats', 'Record', 'load_tensor', 'load_records']
+__all__ = ['fingerprint', 'tensor_stats', 'Origin', 'Record', 'load_tensor', 'load_records']
 
 # %% ../nbs/02a_records.ipynb #81311bb6
 _MASK64 = (1 << 64) - 1
@@ -118,10 +118,28 @@ def tensor_stats(t:torch.Tensor, # the tensor to summarise (not modified, not mo
     return res | s | dict(norm_mean=nmean, norm_min=nmin, norm_max=nmax, norms=ns, first5=vals[len(head) + nk:],
                           fingerprint=_mix_meta(h, dtype, shape))
 
+# %% ../nbs/02a_records.ipynb #2d16de0a
+@dataclass
+class Origin:
+    "Where a record read from an engine comes from: the door, the process and its forward pass, the module read."
+    source: str|None = None    # the door: 'sglang-hook', 'sglang-dump', 'sglang-dumper' or 'debug-line'
+    rank: int|None = None      # the rank of the process that saw the tensor
+    pid: int|None = None       # that process's id, where the door records it
+    pass_id: int|None = None   # the forward pass's number in that process (the hook's counter, a dump's Pass, a dumper's step)
+    group: str = ''            # 'target' or 'draft' in a dump's split layout, else '': replicas are compared within a group
+    role: str|None = None      # 'target' or 'draft'
+    module: str|None = None    # the engine's module the tensor was read at, e.g. 'model.layers.3.input_layernorm'
+    reading: str|None = None   # how it was read there: 'output', 'input', 'residual_sum', 'norm_input', 'dumped', ...
+    detail: dict = field(default_factory=dict)   # the door's own coordinates: tp, pp, pass_file, call, line, tag, ...
+
+    def to_dict(self)->dict:
+        "Plain data, for JSON (what `asdict` gives, without its deep copy: a record is written per hooked tensor)."
+        return {**vars(self), 'detail': dict(self.detail)}
+
 # %% ../nbs/02a_records.ipynb #877dda1c
 @dataclass(repr=False)
 class Record:
-    "One firing of one hook point: where, in which phase, and what (statistics, and the tensor when asked)."
+    "One firing of one hook point: where, in which phase (and how that is known), and what (statistics, the tensor when asked)."
     point: str              # hook point, e.g. 'target.resid[9]', 'draft.fc.in'
     phase: str              # engine phase ('extend', 'draft[0]', 'verify', ...); 'none' outside any phase
     cycle: int              # engine cycle number (0 for the first extend); -1 outside
@@ -129,9 +147,12 @@ class Record:
     token_ids: list|None    # token ids of this forward, as the engine declared them
     shape: tuple            # tensor shape
     dtype: str              # e.g. 'float32', 'bfloat16'
-    stats: dict             # `tensor_stats` of the tensor; always present
+    stats: dict             # `tensor_stats` of the tensor (a debug line's record: what the line printed, None for the rest)
     tensor: object = None   # a detached CPU clone, in 'full' mode
     location: str|None = None  # 'path/to/shard.safetensors:key', in 'disk' mode
+    origin: Origin|None = None # where a record read from an engine comes from; None for records made in this process
+    phase_source: str = 'engine'   # how the phase is known: 'engine' (declared), 'inferred' (from the batch), 'printed'
+    phase_evidence: str|None = None   # what an inferred phase rests on, e.g. 'forward_mode TARGET_VERIFY'
 
     def norms(self)->list:
         "Per-token L2 norms (from `stats`)."
@@ -140,19 +161,43 @@ class Record:
     def to_dict(self)->dict:
         "Everything but the tensor, as JSON-ready plain data."
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != 'tensor'}
-        return d | dict(shape=list(self.shape), stats={**self.stats, 'shape': list(self.stats['shape'])})
+        return d | dict(shape=list(self.shape), stats={**self.stats, 'shape': list(self.stats['shape'])},
+                        origin=self.origin.to_dict() if self.origin is not None else None)
 
     @classmethod
     def from_dict(cls, d:dict)->Record:
-        "The inverse of `to_dict`."
-        return cls(**{**d, 'shape': tuple(d['shape']), 'stats': {**d['stats'], 'shape': tuple(d['stats']['shape'])}})
+        "The inverse of `to_dict`; a record of the first layout (origin inside `stats`) is converted."
+        if 'phase_source' not in d: d = _upgrade(d)
+        o = d.get('origin')
+        return cls(**{**d, 'shape': tuple(d['shape']), 'stats': {**d['stats'], 'shape': tuple(d['stats']['shape'])},
+                      'origin': Origin(**o) if o is not None else None})
 
     def __repr__(self):
-        s, where = self.stats, (' +tensor' if self.tensor is not None else f' @{self.location}' if self.location else '')
+        s, o, where = self.stats, self.origin, (' +tensor' if self.tensor is not None else f' @{self.location}' if self.location else '')
         bad = f" nan={s.get('nan')} inf={s.get('inf')}" if s.get('nan') or s.get('inf') else ''
         nm, fp = s.get('norm_mean'), s.get('fingerprint')  # records parsed from log lines may lack either
-        return (f"Record({self.point} | {self.phase} c{self.cycle} | {list(self.shape or [])} {self.dtype} | "
-                f"norm_mean={'?' if nm is None else format(nm, '.4g')}{bad} | fp={(fp or '?')[:8]}{where})")
+        phase = self.phase if self.phase_source == 'engine' else f"{self.phase} ({self.phase_source})"
+        at = f" | rank {o.rank} pass {o.pass_id}" if o is not None and (o.rank, o.pass_id) != (None, None) else ''
+        return (f"Record({self.point} | {phase} c{self.cycle} | {list(self.shape or [])} {self.dtype} | "
+                f"norm_mean={'?' if nm is None else format(nm, '.4g')}{bad} | fp={(fp or '?')[:8]}{where}{at})")
+
+# %% ../nbs/02a_records.ipynb #109d03cc
+_FIRST_ORIGIN = {'source': 'source', 'rank': 'rank', 'pid': 'pid', 'pass': 'pass_id', 'group': 'group', 'role': 'role',
+                 'module': 'module', 'reading': 'reading'}   # a key of the first layout's stats -> its Origin field
+_FIRST_DETAIL = ('capture', 'tp', 'pp', 'pass_file', 'pass_shift', 'call', 'dump_index', 'file', 'line', 'tag')
+_FIRST_DROPPED = ('inferred_phase', 'phase_inferred', 'missing')   # said again by `phase` / `phase_source`, or by None stats
+
+def _upgrade(d:dict)->dict:
+    "A record dict of the first layout (origin and phase evidence inside `stats`) in the current one."
+    st = dict(d['stats'])
+    o = {new: st.pop(old) for old, new in _FIRST_ORIGIN.items() if old in st}
+    detail = {k: st.pop(k) for k in _FIRST_DETAIL if k in st}
+    evidence = st.pop('phase_evidence', None)
+    for k in _FIRST_DROPPED: st.pop(k, None)
+    phase = str(d['phase'])
+    how = 'printed' if o.get('source') == 'debug-line' else 'inferred' if phase.startswith('inferred:') else 'engine'
+    return {**d, 'stats': st, 'phase': phase.removeprefix('inferred:'), 'phase_source': how, 'phase_evidence': evidence,
+            'origin': {**o, 'detail': detail} if o or detail else None}
 
 # %% ../nbs/02a_records.ipynb #ff5ed2d8
 class _ShardWriter:

@@ -125,7 +125,7 @@ def live_child(target:str, folder:str):
     cap = live_runner(target, folder, input_len=16, decode_steps=2, mem_fraction_static=0.3)
     say(cap.report()); say(presence_by_phase(cap))
     for r in cap.merged[:6]: say(' ', r)
-    pre = [r for r in cap.merged if r.phase == 'inferred:prefill']
+    pre = [r for r in cap.merged if r.phase == 'prefill']
     ids = next((r.token_ids for r in pre if r.token_ids), None)
     if not ids: raise RuntimeError("the prefill records carry no token ids: cannot compare with transformers")
     say(f"prefill token ids: {ids}")

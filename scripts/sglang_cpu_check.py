@@ -81,7 +81,7 @@ def child(target:str, folder:str)->int:
     from eagle3_workbench.sglang import live_runner, presence_by_phase
     cap = live_runner(target, folder, input_len=16, decode_steps=2, mem_fraction_static=0.3, dtype='float32', device='cpu')
     print(cap.report()); print(presence_by_phase(cap))
-    pre = [r for r in cap.merged if r.phase == 'inferred:prefill']
+    pre = [r for r in cap.merged if r.phase == 'prefill']
     ids = next(r.token_ids for r in pre if r.token_ids)
     print(f"prefill token ids: {ids}")
     return compare_with_transformers(target, pre, ids)
@@ -98,7 +98,7 @@ def compare_with_transformers(target, records, ids)->int:
     mine = [r for r in records if r.point.startswith('target.resid')]
     cmp = compare_captures(hf, mine, rtol=1e-4, by_phase=False, labels=('transformers', 'sglang'))
     print(cmp)
-    print('readings:', ', '.join(f'{p}: {how}' for p, how in sorted({(r.point, r.stats.get('reading')) for r in mine})))
+    print('readings:', ', '.join(f'{p}: {how}' for p, how in sorted({(r.point, r.origin.reading if r.origin else None) for r in mine})))
     recorded = {r.point for r in mine}
     bad = [r['point'] for r in cmp.rows if r['point'] in recorded and r['verdict'] not in ('close', 'identical')]
     print('ALL CLOSE' if not bad and recorded else f'NOT CLOSE: {bad or "nothing recorded"}')
@@ -141,11 +141,11 @@ def step_server(out:Path, port:int)->int:
     print(f"server log: {len(tl)} decode lines, graph flags {sorted({str(r.get('cpu_graph', r.get('cuda_graph'))) for r in tl})}")
     registered = [l.split(' on ')[-1] for l in log.read_text().splitlines() if 'Registered forward hook' in l]
     print(f"SGLang registered the factory on: {registered}")
-    whole = [p for p in sorted({r.stats['pass'] for r in cap.records})
-             if all(r.positions and r.positions[0] == 0 for r in cap.records if r.stats['pass'] == p)
-             and any(r.phase == 'inferred:prefill' for r in cap.records if r.stats['pass'] == p)]
+    whole = [p for p in sorted({r.origin.pass_id for r in cap.records})
+             if all(r.positions and r.positions[0] == 0 for r in cap.records if r.origin.pass_id == p)
+             and any(r.phase == 'prefill' for r in cap.records if r.origin.pass_id == p)]
     if not whole: print('NOT CLOSE: no prefill from position 0 was recorded'); return 1
-    recs = [r for r in cap.records if r.stats['pass'] == whole[0]]
+    recs = [r for r in cap.records if r.origin.pass_id == whole[0]]
     print(f"pass {whole[0]}: a prefill of {len(recs[0].positions)} tokens")
     return compare_with_transformers(str(target), recs, recs[0].token_ids)
 

@@ -22,8 +22,8 @@ def deployment(tmp_path_factory):
         s.extend(zoo_prompts(1)[0]); s.step()
     finally:
         for h in handles: h.remove()
-    from eagle3_workbench import sglang
-    sglang._flush_all()
+    from eagle3_workbench.sglang.hook import _flush_all
+    _flush_all()
     return pair, tmp/'hooks', zoo_prompts(1)[0]   # the request the deployment served
 
 @pytest.mark.slow

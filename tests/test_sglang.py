@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest, torch
 from torch import nn
 
-import eagle3_workbench.sglang as sg
-from eagle3_workbench.capture import Record, fingerprint, tensor_stats
+import eagle3_workbench.sglang.hook as sg_hook, eagle3_workbench.sglang.launch as sg_launch
+from eagle3_workbench.records import Record, Origin, fingerprint, tensor_stats, load_tensor
 from eagle3_workbench.sglang import (factory, forward_hooks_json, attach_forward_hooks, read_hook_folder,
     read_debug_tensor_dump, read_dumper, read_server_log, read_debug_lines, compare_captures, presence_by_phase, launch_command,
     draft_config_edit, live_runner, module_points)
@@ -78,7 +78,7 @@ def test_read_hook_folder_merges_ranks_and_they_agree(ranks):
     assert len(cap.merged) * 2 == len(cap.records)
     points = [f'target.resid[{k}]' for k in range(N + 1)] + ['target.norm']   # model.norm yields resid[N] and its own output
     for rank in (0, 1):
-        got = [(r.stats['pass'], r.point) for r in cap.records if r.stats['rank'] == rank]
+        got = [(r.origin.pass_id, r.point) for r in cap.records if r.origin.rank == rank]
         assert sorted(got) == sorted((p, pt) for p in (0, 1) for pt in points)   # a pass counter per process
     assert 'agree on every point' in cap.report()
 
@@ -86,12 +86,12 @@ def test_recorded_resid_equals_transformers_hidden_states(ranks):
     cap = read_hook_folder(ranks.A)
     for k in range(N):   # hidden_states[N] is after the final norm: not resid[N]
         for p in (0, 1):
-            r = next(r for r in cap.merged if r.point == f'target.resid[{k}]' and r.stats['pass'] == p)
+            r = next(r for r in cap.merged if r.point == f'target.resid[{k}]' and r.origin.pass_id == p)
             assert r.stats['fingerprint'] == ranks.hf[str(k)]['fingerprint'], (k, p)
             assert r.stats['norm_mean'] == pytest.approx(ranks.hf[str(k)]['norm_mean'], rel=1e-6)
             assert r.token_ids == list(range(1, 9))
     last = next(r for r in cap.merged if r.point == f'target.resid[{N}]')
-    assert last.stats['reading'] == 'norm_input' and last.stats['module'] == 'model.norm'
+    assert last.origin.reading == 'norm_input' and last.origin.module == 'model.norm'
     assert last.stats['fingerprint'] != ranks.hf[str(N)]['fingerprint']   # the normed last entry is another tensor:
     normed = next(r for r in cap.merged if r.point == 'target.norm')       # the final norm's output
     assert normed.stats['fingerprint'] == ranks.hf[str(N)]['fingerprint']
@@ -188,13 +188,15 @@ def test_target_and_draft_in_one_process(tmp_path, spelling):
     finally:
         for h in handles: h.remove()
     cap = read_hook_folder(tmp_path)
-    got = sorted((r.stats['pass'], r.phase, r.point) for r in cap.records)
-    assert got == [(0, 'inferred:prefill', 'target.norm'), (0, 'inferred:prefill', 'target.resid[0]'),
-                   (0, 'inferred:prefill', 'target.resid[2]'), (0, 'inferred:prefill', 'target.resid[3]'),
-                   (1, 'inferred:draft_extend', 'draft.fc.in'), (1, 'inferred:draft_extend', 'draft.fc.out'),
-                   (1, 'inferred:draft_extend', 'draft.hidden'), (2, 'inferred:draft', 'draft.hidden'),
-                   (3, 'inferred:verify', 'target.norm'), (3, 'inferred:verify', 'target.resid[0]'),
-                   (3, 'inferred:verify', 'target.resid[2]'), (3, 'inferred:verify', 'target.resid[3]')]
+    got = sorted((r.origin.pass_id, r.phase, r.point) for r in cap.records)
+    assert got == [(0, 'prefill', 'target.norm'), (0, 'prefill', 'target.resid[0]'),
+                   (0, 'prefill', 'target.resid[2]'), (0, 'prefill', 'target.resid[3]'),
+                   (1, 'draft_extend', 'draft.fc.in'), (1, 'draft_extend', 'draft.fc.out'),
+                   (1, 'draft_extend', 'draft.hidden'), (2, 'draft', 'draft.hidden'),
+                   (3, 'verify', 'target.norm'), (3, 'verify', 'target.resid[0]'),
+                   (3, 'verify', 'target.resid[2]'), (3, 'verify', 'target.resid[3]')]
+    assert {(r.phase_source, r.phase_evidence.split()[0]) for r in cap.records} == {('inferred', 'forward_mode')}
+    assert {(r.origin.role, r.origin.source) for r in cap.records} == {('target', 'sglang-hook'), ('draft', 'sglang-hook')}
     # target layer 0 matched the draft glob but was not asked for; model.norm gives resid[3] and its own output
     from eagle3_workbench.capture import load_tensor
     fc_in = next(r for r in cap.records if r.point == 'draft.fc.in')
@@ -204,9 +206,9 @@ def test_target_and_draft_in_one_process(tmp_path, spelling):
         rs = [target.model.embed_tokens(ids)]
         for layer in target.model.layers: rs.append(rs[-1] + layer.mlp(layer.input_layernorm(rs[-1])))
     for k in (0, 2, 3):
-        r = next(r for r in cap.records if r.point == f'target.resid[{k}]' and r.stats['pass'] == 0)
+        r = next(r for r in cap.records if r.point == f'target.resid[{k}]' and r.origin.pass_id == 0)
         assert torch.equal(load_tensor(r), rs[k]), k
-    assert next(r for r in cap.records if r.point == 'target.resid[2]').stats['reading'] == 'residual_sum'
+    assert next(r for r in cap.records if r.point == 'target.resid[2]').origin.reading == 'residual_sum'
     assert next(r for r in cap.records if r.point == 'target.resid[3]').positions == [0, 1, 2, 3]
 
 def test_phase_from_positions_without_forward_mode(tmp_path):
@@ -222,9 +224,76 @@ def test_phase_from_positions_without_forward_mode(tmp_path):
     finally:
         for h in handles: h.remove()
     cap = read_hook_folder(tmp_path)
-    assert [r.phase for r in cap.records] == ['inferred:prefill', 'inferred:verify', 'inferred:decode']
-    assert all(r.stats['phase_inferred'] and 'positions' in r.stats['phase_evidence'] for r in cap.records)
+    assert [r.phase for r in cap.records] == ['prefill', 'verify', 'decode']
+    assert all(r.phase_source == 'inferred' and 'positions' in r.phase_evidence for r in cap.records)
     assert [r.positions for r in cap.records] == [[0, 1, 2, 3, 4], [5, 6, 7], [8]]
+
+def first_layout(d:dict)->dict:
+    "A record dict as the first version of the hook wrote it: origin and phase evidence inside `stats`, 'inferred:' phases."
+    o = d['origin']
+    stats = {**d['stats'], 'source': o['source'], 'module': o['module'], 'role': o['role'], 'reading': o['reading'],
+             'capture': o['detail']['capture'], 'pass': o['pass_id'], 'rank': o['rank'], 'pid': o['pid'],
+             'inferred_phase': d['phase'], 'phase_inferred': True, 'phase_evidence': d['phase_evidence']}
+    rest = {k: v for k, v in d.items() if k not in ('origin', 'phase_source', 'phase_evidence')}
+    return {**rest, 'phase': f"inferred:{d['phase']}", 'stats': stats}
+
+def test_hook_folder_of_the_first_layout_reads_the_same(tmp_path):
+    "Hook folders written by the first version (origin inside stats, 'inferred:' phases) read as today's."
+    torch.manual_seed(0)
+    target = SglTarget()
+    handles = list(sglang_register(target, forward_hooks_json([0, 2, 3], 3, tmp_path/'now', mode='full')))
+    try:
+        with torch.no_grad():
+            for mode, pos in (('EXTEND', torch.arange(4)), ('DECODE', torch.tensor([4]))): target(pos + 3, pos, fb(mode, pos, pos + 3))
+    finally:
+        for h in handles: h.remove()
+    now = next((tmp_path/'now').iterdir())
+    old = tmp_path/'old'/now.name; old.mkdir(parents=True)
+    for f in now.glob('pass*.safetensors'): shutil.copy(f, old/f.name)
+    lines = [json.loads(l) for l in (now/'records.jsonl').read_text().splitlines()]
+    (old/'records.jsonl').write_text(''.join(json.dumps(first_layout(d)) + '\n' for d in lines))
+    a, b = read_hook_folder(tmp_path/'now'), read_hook_folder(tmp_path/'old')
+    strip = lambda r: {**r.to_dict(), 'location': r.location.rsplit('/', 1)[-1]}
+    assert [strip(r) for r in a.records] == [strip(r) for r in b.records] and len(a.records) == 8
+    assert {(r.phase, r.phase_source) for r in b.records} == {('prefill', 'inferred'), ('decode', 'inferred')}
+    assert all(set(r.stats) == set(tensor_stats(torch.zeros(1))) for r in b.records)   # statistics only
+    assert torch.equal(load_tensor(b.records[0]), load_tensor(a.records[0]))
+
+def test_the_factory_imports_no_heavy_module():
+    """A server resolving the factory (new or old spelling) and making a hook loads neither transformers nor the doctor,
+    models or capture, nor the SGLang modules that do not run in a server; asking for a reader loads the readers."""
+    heavy = ['transformers', 'eagle3_workbench.doctor', 'eagle3_workbench.models', 'eagle3_workbench.capture',
+             'eagle3_workbench.sglang.readers', 'eagle3_workbench.sglang.log', 'eagle3_workbench.sglang.compare',
+             'eagle3_workbench.sglang.launch']
+    show = f"print([m for m in {heavy!r} if m in sys.modules])"
+    code = '\n'.join(['import sys', 'import eagle3_workbench.sglang.hook', show,
+                      'import importlib; importlib.import_module("eagle3_workbench.sglang").factory({"folder": "/tmp/x"})', show,
+                      'from eagle3_workbench.sglang import factory', show, 'from eagle3_workbench.sglang import read_hook_folder', show])
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ['[]', '[]', '[]', "['eagle3_workbench.sglang.readers']"], out
+
+def test_hooks_and_capture_see_the_same_tensors(tmp_path):
+    "The factory's records of a transformers Llama are Capture's, point for point; a bf16 copy's are close, not identical."
+    import copy
+    from transformers import LlamaConfig, AutoModelForCausalLM
+    from eagle3_workbench.capture import Capture
+    torch.manual_seed(0)
+    hf = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+         num_attention_heads=4, num_key_value_heads=2), attn_implementation='eager').eval()
+    ids = torch.arange(1, 9)[None]
+    def hooked(model, folder):
+        handles = attach_forward_hooks(model, forward_hooks_json(range(5), 4, folder, draft_spelling='none'))
+        try:
+            with torch.no_grad(): model(input_ids=ids)
+        finally:
+            for h in handles: h.remove()
+        return read_hook_folder(folder)
+    with Capture(hf, points='target.resid[*]') as cap:
+        with torch.no_grad(), cap.phase('extend'): hf(input_ids=ids)
+    fp32, bf16 = hooked(hf, tmp_path/'fp32'), hooked(copy.deepcopy(hf).to(torch.bfloat16), tmp_path/'bf16')
+    same = compare_captures(cap, fp32, by_phase=False).rows
+    assert {r['verdict'] for r in same if r['point'].startswith('target.resid')} == {'identical'} and len(same) == 6
+    assert {r['verdict'] for r in compare_captures(fp32, bf16).rows if r['point'].startswith('target.resid')} == {'close'}
 
 def test_factory_config_errors():
     with pytest.raises(ValueError, match=r"config\['folder'\]"): factory({})
@@ -236,7 +305,7 @@ def test_hook_never_raises_into_the_server(tmp_path, monkeypatch):
     lin = nn.Linear(2, 2)
     assert hook(lin, (torch.zeros(1, 2),), object()) is None   # an output it cannot read: nothing recorded
     def boom(*a, **k): raise RuntimeError('boom')
-    monkeypatch.setattr(sg, 'tensor_stats', boom)
+    monkeypatch.setattr(sg_hook, 'tensor_stats', boom)
     assert hook(lin, (torch.zeros(1, 2),), torch.zeros(1, 2)) is None   # a failure is logged, not raised
     log = next(tmp_path.glob('rank*_pid*'))/'errors.log'
     assert 'RuntimeError: boom' in log.read_text()
@@ -290,13 +359,14 @@ def test_debug_dump_single_folder(tmp_path, passes):
     write_target_dump(tmp_path, 0, 11, passes); write_target_dump(tmp_path, 1, 12, passes)
     cap = read_debug_tensor_dump(tmp_path, n_layers=3, num_draft_tokens=3)
     assert cap.source == 'sglang-dump' and cap.ranks == [0, 1] and cap.agree, cap.report()
-    m = {(r.point, r.stats['pass']): r for r in cap.merged}
+    m = {(r.point, r.origin.pass_id): r for r in cap.merged}
     for n, (pos, resid) in enumerate(passes):
         for k in range(4): assert m[(f'target.resid[{k}]', n)].stats['fingerprint'] == fingerprint(resid[k])
-    assert [m[('target.resid[1]', n)].phase for n in range(3)] == ['inferred:prefill', 'inferred:verify', 'inferred:decode']
+    assert [(m[('target.resid[1]', n)].phase, m[('target.resid[1]', n)].phase_source) for n in range(3)] == \
+           [('prefill', 'inferred'), ('verify', 'inferred'), ('decode', 'inferred')]
     assert m[('target.resid[1]', 0)].token_ids == list(range(10, 15))
-    assert ('target.resid[0]', 0) in m and not any(r.point == 'target.resid[0]' and r.stats['module'].endswith('input_layernorm') for r in cap.records)
-    shifted = sorted((r.stats['pass'], r.stats['pass_file'], r.stats['pass_shift']) for r in cap.merged if r.point == 'module:target:model')
+    assert ('target.resid[0]', 0) in m and not any(r.point == 'target.resid[0]' and r.origin.module.endswith('input_layernorm') for r in cap.records)
+    shifted = sorted((r.origin.pass_id, r.origin.detail['pass_file'], r.origin.detail['pass_shift']) for r in cap.merged if r.point == 'module:target:model')
     assert shifted == [(0, 1, -1), (1, 2, -1)]   # Pass00000 has no model entry; the last pass's is never written
     assert any('pass n-1' in n for n in cap.notes)
     assert not any(r.point.startswith('module:target:model.layers') for r in cap.records)
@@ -315,9 +385,9 @@ def test_debug_dump_split_layout(tmp_path, passes):
                 'model.forward_batch_info.positions': torch.tensor([9]), 'model.forward_batch_info.seq_lens': torch.tensor([10])},
                d/'Pass00000.pt')
     cap = read_debug_tensor_dump(tmp_path)
-    draft = {r.point: r for r in cap.records if r.stats['group'] == 'draft'}
+    draft = {r.point: r for r in cap.records if r.origin.group == 'draft'}
     assert set(draft) == {'draft.fc.out', 'draft.hidden_norm', 'draft.norm', 'draft.hidden'}
-    assert draft['draft.hidden'].stats['fingerprint'] == fingerprint(hidden) and draft['draft.fc.out'].phase == 'inferred:draft'
+    assert draft['draft.hidden'].stats['fingerprint'] == fingerprint(hidden) and (draft['draft.fc.out'].phase, draft['draft.fc.out'].phase_source) == ('draft', 'inferred')
     assert any('split' in n for n in cap.notes) and cap.agree
 
 @dataclass
@@ -352,7 +422,7 @@ def test_dumper_old_format_ranks_and_names(tmp_path):
     assert cap.disagreeing_ranks == [2] and {d['point'] for d in cap.disagreements} == {'debug:hidden[layer_id=3]'}
     fc = [r for r in cap.merged if r.point == 'draft.fc.in']
     assert len(fc) == 1 and fc[0].stats['fingerprint'] == fingerprint(aux)
-    assert fc[0].phase == 'inferred:prefill' and fc[0].token_ids == [10, 11, 12, 13] and fc[0].stats['pass'] == 1
+    assert (fc[0].phase, fc[0].phase_source) == ('prefill', 'inferred') and fc[0].token_ids == [10, 11, 12, 13] and fc[0].origin.pass_id == 1
 
 def test_dumper_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match='DUMPER_ENABLE=1'): read_dumper(tmp_path)
@@ -412,9 +482,12 @@ def test_read_debug_lines():
     recs = read_debug_lines(text, names=lambda t: 'target.resid[3]' if t == 'target.layer3' else None)
     assert [r.point for r in recs] == ['target.resid[3]', 'target.resid[30]', 'debug:weird tag']
     assert isinstance(recs[0], Record) and recs[0].stats['norm_mean'] == 123.4 and recs[0].stats['first5'] == [0.1, -0.2]
-    assert recs[0].stats['mean'] is None and 'mean' in recs[0].stats['missing']
+    assert recs[0].stats['mean'] is None and recs[0].stats['std'] is None and recs[0].phase_source == 'printed'
     assert (recs[1].cycle, recs[1].stats['absmax'], recs[1].stats['norm_mean'], recs[1].stats['nan']) == (4, 12.5, None, 0)
-    assert recs[2].shape == () and 'shape' in recs[2].stats['missing'] and recs[2].stats['norm'] != recs[2].stats['norm']
+    assert recs[2].shape == () and recs[2].stats['shape'] == () and recs[2].stats['norm'] != recs[2].stats['norm']
+    assert [(r.origin.source, r.origin.detail['line'], r.origin.detail['tag']) for r in recs] == \
+           [('debug-line', 1, 'target.layer3'), ('debug-line', 2, 'target.resid[30]'), ('debug-line', 3, 'weird tag')]
+    assert not {'source', 'line', 'tag', 'rank', 'missing', 'cycle', 'phase'} & set(recs[1].stats)   # statistics only
     assert 'printed' in repr(recs[0])
     assert Record.from_dict(json.loads(json.dumps(recs[1].to_dict()))).stats['absmax'] == 12.5
 
@@ -422,16 +495,16 @@ def test_read_debug_lines():
 # Comparison and presence
 # ---------------------------------------------------------------------------------------------------------------------
 
-def rec(point, phase, t, rank=0, pass_=0):
-    st = tensor_stats(t); st.update(rank=rank, pid=rank, group='', **{'pass': pass_})
-    return Record(point, phase, -1, None, None, tuple(t.shape), st['dtype'], st)
+def rec(point, phase, t, rank=0, pass_=0, phase_source='inferred'):
+    st = tensor_stats(t)
+    return Record(point, phase, -1, None, None, tuple(t.shape), st['dtype'], st, origin=Origin('sglang-hook', rank, rank, pass_),
+                  phase_source=phase_source)
 
 def test_compare_captures():
     torch.manual_seed(0)
     t = torch.randn(4, 8)
-    a = [rec('target.resid[2]', 'extend', t), rec('target.resid[3]', 'verify', t), rec('draft.fc.in', 'draft_extend', t)]
-    b = [rec('target.resid[2]', 'inferred:prefill', t), rec('target.resid[3]', 'inferred:verify', t * 1.001),
-         rec('target.resid[9]', 'inferred:verify', t)]
+    a = [rec(p, ph, t, phase_source='engine') for p, ph in (('target.resid[2]', 'extend'), ('target.resid[3]', 'verify'), ('draft.fc.in', 'draft_extend'))]
+    b = [rec('target.resid[2]', 'prefill', t), rec('target.resid[3]', 'verify', t * 1.001), rec('target.resid[9]', 'verify', t)]
     c = compare_captures(a, b)
     v = {(r['point'], r['phase']): r['verdict'] for r in c.rows}
     assert v == {('target.resid[2]', 'prefill'): 'identical', ('target.resid[3]', 'verify'): 'close',
@@ -442,11 +515,11 @@ def test_compare_captures():
 
 def test_presence_by_phase():
     t = torch.randn(2, 8)
-    recs = ([rec(f'target.resid[{k}]', 'inferred:prefill', t) for k in (2, 30, 58)]
-            + [rec(f'target.resid[{k}]', 'inferred:verify', t) for k in (2, 16, 29)]
-            + [rec('draft.fc.in', 'inferred:draft_extend', t), rec('draft.hidden', 'inferred:draft', t),
-               rec('draft.hidden', 'inferred:draft_extend', t), rec('target.resid[2]', 'inferred:unknown', t)]
-            + [rec('target.resid[2]', 'inferred:prefill', t, rank=2)])
+    recs = ([rec(f'target.resid[{k}]', 'prefill', t) for k in (2, 30, 58)]
+            + [rec(f'target.resid[{k}]', 'verify', t) for k in (2, 16, 29)]
+            + [rec('draft.fc.in', 'draft_extend', t), rec('draft.hidden', 'draft', t),
+               rec('draft.hidden', 'draft_extend', t), rec('target.resid[2]', 'unknown', t)]
+            + [rec('target.resid[2]', 'prefill', t, rank=2)])
     p = presence_by_phase(recs, ranks=[0, 1, 2])
     assert ('target.resid[30]', ['prefill'], ['verify']) in p.missing and ('draft.fc.in', ['draft_extend'], ['draft']) in p.missing
     assert ('target', 'prefill', 'verify', ['target.resid[30]', 'target.resid[58]'], ['target.resid[16]', 'target.resid[29]']) in p.phase_differences
@@ -486,7 +559,7 @@ def test_draft_config_edit():
     with pytest.raises(ValueError, match='never captured'): draft_config_edit({}, (2, 16, 32), 32)
 
 def test_live_runner_says_what_is_missing(tmp_path, monkeypatch):
-    monkeypatch.setattr(sg, 'find_spec', lambda name: None)
+    monkeypatch.setattr(sg_launch, 'find_spec', lambda name: None)
     with pytest.raises(RuntimeError, match='sglang is not installed') as e: live_runner('zoo:tiny-dsv3', tmp_path)
     assert 'forward_hooks_json' in str(e.value) and 'pip install -e .[sglang]' in str(e.value)
     assert not any(tmp_path.iterdir())
@@ -512,7 +585,7 @@ def _helper_plain(batch_size, input_len):                           # the oldest
 @pytest.mark.parametrize('helper', [_helper_custom, _helper_output_len, _helper_plain])
 def test_synthetic_request_ids_stay_inside_a_small_vocabulary(helper):
     vocab = 100
-    reqs = sg._synthetic_reqs(SimpleNamespace(prepare_synthetic_inputs_for_latency_test=helper), 16, vocab, decode_steps=2)
+    reqs = sg_launch._synthetic_reqs(SimpleNamespace(prepare_synthetic_inputs_for_latency_test=helper), 16, vocab, decode_steps=2)
     assert len(reqs) == 1
     for ids in (reqs[0].origin_input_ids, reqs[0].fill_ids):
         assert len(ids) == 16 and all(0 <= int(t) < vocab for t in ids), ids
@@ -524,7 +597,7 @@ def test_sample_rate_records_whole_passes_chosen_by_pass_number(tmp_path, monkey
     torch.manual_seed(0)
     target, draft = SglTarget(), LlamaForCausalLMEagle3(spelling='0.5.23')
     calls = []
-    monkeypatch.setattr(sg, 'tensor_stats', lambda t, **k: calls.append(1) or tensor_stats(t, **k))
+    monkeypatch.setattr(sg_hook, 'tensor_stats', lambda t, **k: calls.append(1) or tensor_stats(t, **k))
     js = forward_hooks_json([0, 2, 3], 3, tmp_path, sample_rate=0.3)
     assert json.loads(js)[0]['config']['sample_rate'] == 0.3
     handles = list(sglang_register(target, js)) + list(sglang_register(draft, js))
@@ -539,8 +612,8 @@ def test_sample_rate_records_whole_passes_chosen_by_pass_number(tmp_path, monkey
     golden = (5 ** 0.5 - 1) / 2
     want = [n for n in range(30) if (n * golden) % 1 < 0.3]
     recs = read_hook_folder(tmp_path).records
-    assert sorted({r.stats['pass'] for r in recs}) == want
-    per_pass = {n: sorted(r.point for r in recs if r.stats['pass'] == n) for n in want}
+    assert sorted({r.origin.pass_id for r in recs}) == want
+    per_pass = {n: sorted(r.point for r in recs if r.origin.pass_id == n) for n in want}
     for n, points in per_pass.items():   # whole passes: even numbers are the target's, odd the draft's
         assert points == (['target.norm', 'target.resid[0]', 'target.resid[2]', 'target.resid[3]'] if n % 2 == 0
                           else ['draft.fc.in', 'draft.fc.out', 'draft.hidden']), n

@@ -43,7 +43,7 @@ def test_sglang_registers_the_factory(sgl, tmp_path):
     rs = unfused_resid(target, ids)
     for k in (0, 2, 3): assert torch.equal(load_tensor(next(r for r in cap.records if r.point == f'target.resid[{k}]')), rs[k]), k
     fc_in = next(r for r in cap.records if r.point == 'draft.fc.in')
-    assert torch.equal(load_tensor(fc_in), feats) and fc_in.phase == 'inferred:draft_extend'
+    assert torch.equal(load_tensor(fc_in), feats) and (fc_in.phase, fc_in.phase_source) == ('draft_extend', 'inferred')
 
 def test_tensor_dump_written_by_sglang(sgl, tmp_path):
     torch.manual_seed(0)
@@ -56,14 +56,15 @@ def test_tensor_dump_written_by_sglang(sgl, tmp_path):
             outs.append(target(ids, pos, fbatch(mode, pos, ids))); resid.append(unfused_resid(target, ids))
     cap = read_debug_tensor_dump(tmp_path, n_layers=3, num_draft_tokens=3, modules=True)
     assert cap.ranks == [0] and cap.processes[0]['tp'] == 0
-    got = {(r.point, r.stats['pass']): r for r in cap.records}
+    got = {(r.point, r.origin.pass_id): r for r in cap.records}
     for n in range(3):
         for k in range(4): assert got[(f'target.resid[{k}]', n)].stats['fingerprint'] == fingerprint(resid[n][k]), (n, k)
-    assert [got[('target.resid[1]', n)].phase for n in range(3)] == ['inferred:prefill', 'inferred:verify', 'inferred:decode']
+    assert [got[('target.resid[1]', n)].phase for n in range(3)] == ['prefill', 'verify', 'decode']
+    assert {r.phase_source for r in cap.records} == {'inferred'} and {r.origin.source for r in cap.records} == {'sglang-dump'}
     # the off-by-one, against SGLang's own writer: the `model` entry read as pass n is pass n's output; the last is not written
-    model = {r.stats['pass']: r for r in cap.records if r.point == 'module:target:model'}
+    model = {r.origin.pass_id: r for r in cap.records if r.point == 'module:target:model'}
     assert sorted(model) == [0, 1] and all(model[n].stats['fingerprint'] == fingerprint(outs[n]) for n in (0, 1))
-    assert all(model[n].stats['pass_file'] == n + 1 for n in (0, 1))
+    assert all(model[n].origin.detail['pass_file'] == n + 1 for n in (0, 1))
 
 def test_tensor_dump_split_layout_written_by_sglang(sgl, tmp_path):
     "With EAGLE, SGLang's model runners dump into DIR/target and DIR/draft (load_model_utils.maybe_register_debug_tensor_dump_hook)."
@@ -79,8 +80,8 @@ def test_tensor_dump_split_layout_written_by_sglang(sgl, tmp_path):
         h, r = draft.model.layers[0](pos, draft.model.embed_tokens(ids), fc_out, None, None)
     cap = read_debug_tensor_dump(tmp_path)
     assert any('split' in n for n in cap.notes) and {p['group'] for p in cap.processes} == {'target', 'draft'}
-    d = {r.point: r for r in cap.records if r.stats['group'] == 'draft'}
-    assert d['draft.fc.out'].stats['fingerprint'] == fingerprint(fc_out) and d['draft.fc.out'].phase == 'inferred:draft_extend'
+    d = {r.point: r for r in cap.records if r.origin.group == 'draft'}
+    assert d['draft.fc.out'].stats['fingerprint'] == fingerprint(fc_out) and (d['draft.fc.out'].phase, d['draft.fc.out'].phase_source) == ('draft_extend', 'inferred')
     assert d['draft.hidden'].stats['fingerprint'] == fingerprint(h + r)
     assert {'draft.hidden_norm', 'draft.input_layernorm', 'draft.norm'} <= set(d)
 
@@ -108,19 +109,20 @@ def test_dumper_written_by_sglang(sgl, tmp_path):
     cap = read_dumper(tmp_path, keep_tensors=True, n_layers=3, num_draft_tokens=3, names={'layer_probe': 'target.resid[{layer_id}]'})
     assert cap.source == 'sglang-dumper' and cap.ranks == [0] and any('step=' in n for n in cap.notes)
     rs = unfused_resid(target, ids)
-    pre = {r.point: r for r in cap.records if r.stats['pass'] == 0}
+    pre = {r.point: r for r in cap.records if r.origin.pass_id == 0}
     for k in range(4): assert torch.equal(pre[f'target.resid[{k}]'].tensor, rs[k]), k
-    assert pre['target.resid[0]'].phase == 'inferred:prefill' and pre['target.resid[0]'].token_ids == ids.tolist()
-    step1 = sorted((r.stats['call'], r.phase, r.point) for r in cap.records if r.stats['pass'] == 1)
-    assert [c for c in step1 if c[2].startswith('draft.fc')] == [(0, 'inferred:draft_extend', 'draft.fc.in'),
-                                                                 (0, 'inferred:draft_extend', 'draft.fc.out')]
-    assert {(c, ph) for c, ph, p in step1 if p == 'draft.hidden'} == {(0, 'inferred:draft_extend'), (1, 'inferred:draft'), (2, 'inferred:draft')}
+    assert pre['target.resid[0]'].phase == 'prefill' and pre['target.resid[0]'].token_ids == ids.tolist()
+    assert {r.phase_source for r in cap.records} == {'inferred'} and {r.origin.source for r in cap.records} == {'sglang-dumper'}
+    step1 = sorted((r.origin.detail['call'], r.phase, r.point) for r in cap.records if r.origin.pass_id == 1)
+    assert [c for c in step1 if c[2].startswith('draft.fc')] == [(0, 'draft_extend', 'draft.fc.in'),
+                                                                 (0, 'draft_extend', 'draft.fc.out')]
+    assert {(c, ph) for c, ph, p in step1 if p == 'draft.hidden'} == {(0, 'draft_extend'), (1, 'draft'), (2, 'draft')}
     fc_in = next(r for r in cap.records if r.point == 'draft.fc.in')
     assert torch.equal(fc_in.tensor, feats)
-    ver = [r for r in cap.records if r.stats['pass'] == 2]
-    assert {r.phase for r in ver} == {'inferred:verify'}
+    ver = [r for r in cap.records if r.origin.pass_id == 2]
+    assert {r.phase for r in ver} == {'verify'}
     assert torch.equal(next(r for r in ver if r.point == 'target.resid[3]').tensor, unfused_resid(target, vids)[3])
-    probe = [r for r in ver if r.stats['reading'] == 'dumped']
+    probe = [r for r in ver if r.origin.reading == 'dumped']
     assert [(r.point, r.stats['norm_mean']) for r in probe] == [('target.resid[2]', pytest.approx(2.0 * 8 ** 0.5))]
 
 @pytest.mark.slow
