@@ -131,7 +131,6 @@ def first_tensor(x)->torch.Tensor|None:
     return next((v for v in vals if isinstance(v, torch.Tensor)), None)
 
 # %% ../nbs/00a_points.ipynb #cfa9b7e7
-# copied from nbs/08_sglang.ipynb; the SGLang chapter will import these in step 2 of the re-layout and delete its copies
 SGLANG_DRAFT_PARTS = {   # draft module (0.5.6 spelling, no `model.`) -> (point, how) pairs
     'fc': (('draft.fc.in', 'input'), ('draft.fc.out', 'output')),
     'midlayer': (('draft.hidden', 'output+residual'),),
@@ -166,7 +165,6 @@ def sglang_resid_module(k:int, n:int)->str:
     return 'model.embed_tokens' if k == 0 else 'model.norm' if k == n else f'model.layers.{k}.input_layernorm'
 
 # %% ../nbs/00a_points.ipynb #2ce372ab
-# copied from nbs/08_sglang.ipynb as well (step 2: imported there from here)
 SGLANG_MODE_PHASE = {'EXTEND': 'prefill', 'SPLIT_PREFILL': 'prefill', 'MIXED': 'mixed', 'DECODE': 'decode',   # forward_mode -> phase
                      'TARGET_VERIFY': 'verify', 'DRAFT_EXTEND': 'draft_extend', 'DRAFT_EXTEND_V2': 'draft_extend',
                      'IDLE': 'idle', 'DUMMY_FIRST': 'dummy'}
@@ -176,7 +174,7 @@ SGLANG_GRAPH_PHASES = {'decode', 'verify', 'draft'}   # replayed from CUDA graph
 
 def phase_family(phase)->str:
     "The phase name captures from different doors are compared on (engine, hook, dump, debug line)."
-    p = str(phase or 'none').removeprefix('inferred:')
+    p = str(phase or 'none')
     if p in ('extend', 'target_extend'): return 'prefill'
     if p.startswith('draft_extend'): return 'draft_extend'
     if p.startswith('draft['): return 'draft'
