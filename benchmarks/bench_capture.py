@@ -26,7 +26,7 @@ def _nnsight_variant(target, ids, n):
     return go, f"nnsight {getattr(nnsight, '__version__', '?')}"
 
 def run(quick:bool=False)->dict:
-    from eagle3_workbench.models import load_target
+    from eagle3_workbench.loading import load_target
     from eagle3_workbench.capture import live_hooks
     p = pair('tiny-dsv3')
     n = p.n_layers

@@ -10,7 +10,7 @@ CHILD = r'''
 import inspect, json, sys, time
 t0 = time.perf_counter()
 import eagle3_workbench
-from eagle3_workbench.models import load_pair
+from eagle3_workbench.loading import load_pair
 from eagle3_workbench.capture import Capture
 from eagle3_workbench.engine import Session
 t1 = time.perf_counter()

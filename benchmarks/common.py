@@ -41,7 +41,7 @@ class Zoo:
 @lru_cache(None)
 def zoo()->Zoo:
     "The package zoo when `zoo_data/ZOO.md` exists; else $E3W_BENCH_ZOO or /tmp/minizoo; else a miniature build in a temp dir."
-    from eagle3_workbench.models import zoo_root
+    from eagle3_workbench.loading import zoo_root
     if (zoo_root()/'ZOO.md').exists(): return Zoo(zoo_root(), 'package zoo (eagle3_workbench/zoo_data)', True)
     if (MINIZOO/'tiny-dsv3').exists(): return Zoo(MINIZOO, f'miniature zoo at {MINIZOO} (the package zoo is not built yet)', False)
     from eagle3_workbench.zoo import build_zoo, ZooRecipe
@@ -54,7 +54,7 @@ _PAIRS = {}
 def pair(name:str='tiny-dsv3'):
     "A zoo pair, loaded once per process."
     if name not in _PAIRS:
-        from eagle3_workbench.models import load_pair
+        from eagle3_workbench.loading import load_pair
         z = zoo()
         _PAIRS[name] = load_pair(z.spec(name), z.spec(f"{name}-eagle3"))
     return _PAIRS[name]

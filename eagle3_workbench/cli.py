@@ -8,15 +8,18 @@ import argparse, json, os, re, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['EXIT_OK', 'EXIT_CHECK_FAILED', 'EXIT_BAD_INPUT', 'ENGINES', 'OPTION_OF', 'read_prompts', 'parser', 'main']
+__all__ = ['EXIT_OK', 'EXIT_CHECK_FAILED', 'EXIT_BAD_INPUT', 'ENGINES', 'OPTION_OF', 'parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #efac7108
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 def _wiring_arg(s:str)->tuple:
-    "Parse '2,6,9' (resid indices in chunk order; 'zero' feeds zeros)."
-    try: return tuple(None if x.strip() == 'zero' else int(x) for x in s.split(','))
-    except ValueError: raise argparse.ArgumentTypeError(f"expected comma-separated resid indices, e.g. 2,6,9; got {s!r}") from None
+    "An argparse type: `conventions.parse_wiring` ('2,6,9'; 'zero' feeds zeros), refusing an empty value."
+    from eagle3_workbench.conventions import parse_wiring   # standard library only: --help stays light
+    try: w = parse_wiring(s)
+    except ValueError: w = None
+    if w is None: raise argparse.ArgumentTypeError(f"expected comma-separated resid indices, e.g. 2,6,9; got {s!r}")
+    return w
 
 def _at_least(lo, kind=int):
     "An argparse type: a number of `kind` >= lo."
@@ -32,26 +35,6 @@ def _unit(s):
     v = _at_least(0.0, float)(s)
     if not 0 < v <= 1: raise argparse.ArgumentTypeError(f"must be in (0, 1], got {s}")
     return v
-
-# %% ../nbs/09_cli.ipynb #2a726c0a
-def read_prompts(path=None, # a .jsonl file ({"prompt": ...} per line), a .txt file (one prompt per line), or None for the zoo's
-                 n:int|None=None)->list:
-    "Prompts from a file, or the zoo's held-out prompts."
-    from eagle3_workbench.engine import zoo_prompts
-    if path is None: return zoo_prompts(n)
-    p = Path(path)
-    if not p.is_file(): raise FileNotFoundError(f"--prompts {p}: no such prompt file")
-    try: lines = [l for l in p.read_text(encoding='utf-8').splitlines() if l.strip()]
-    except UnicodeDecodeError: raise ValueError(f"--prompts {p}: not UTF-8 text") from None
-    if p.suffix == '.jsonl':
-        out = []
-        for i, l in enumerate(lines):
-            try: out.append(json.loads(l)['prompt'])
-            except (json.JSONDecodeError, KeyError, TypeError): raise ValueError(f"{p}:{i+1}: expected a JSON object with a 'prompt' key") from None
-            if not isinstance(out[-1], str) or not out[-1].strip(): raise ValueError(f"{p}:{i+1}: 'prompt' must be a non-empty string")
-    else: out = lines
-    if not out: raise ValueError(f"--prompts {p}: no prompts in the file")
-    return out[:n]
 
 # %% ../nbs/09_cli.ipynb #1cab204d
 ENGINES = ['sglang', 'sglang-legacy', 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid']
@@ -71,7 +54,7 @@ def _add_threads(ap):
 
 def _load(a):
     "Load the pair a command names, with the thread count chosen on purpose (`--threads`, else `load_pair`'s rule)."
-    from eagle3_workbench.models import load_pair
+    from eagle3_workbench.loading import load_pair
     return load_pair(a.target, a.draft, engine=a.engine, threads=a.threads)
 
 def _positions_check(pair, a):
@@ -83,7 +66,7 @@ def _positions_check(pair, a):
 
 # %% ../nbs/09_cli.ipynb #c1348a78
 def _run(a)->int:
-    from eagle3_workbench.engine import run_prompts
+    from eagle3_workbench.engine import run_prompts, read_prompts
     prompts = read_prompts(a.prompts, a.n_prompts)
     pair = _load(a)
     _positions_check(pair, a)
@@ -114,7 +97,7 @@ def _sglang_rule_note(mtype:str|None)->str:
     return f"model type {mtype}: PR #25454 did not change this model file, so both SGLang rows read the ids the same way"
 
 def _wiring(a)->int:
-    from eagle3_workbench.models import read_config, resolve_path
+    from eagle3_workbench.loading import read_config, resolve_path
     from eagle3_workbench.conventions import engine_readings, disagreements, wiring_table
     cfg = read_config(resolve_path(a.draft_config) if str(a.draft_config).startswith('zoo:') else a.draft_config)
     mtype = a.model_type
@@ -140,6 +123,7 @@ def _wiring(a)->int:
 # %% ../nbs/09_cli.ipynb #de0ef9c1
 def _diagnose(a)->int:
     from eagle3_workbench.doctor import diagnose
+    from eagle3_workbench.engine import read_prompts
     deployment = None
     if a.deployment:
         from eagle3_workbench.sglang import read_capture

@@ -4,20 +4,21 @@
 
 # %% ../nbs/04_doctor.ipynb #0164b2be
 from __future__ import annotations
-import gzip, io, itertools, json, time
+import gzip, io, itertools, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import torch
 from .conventions import (read_aux_ids, engine_readings, disagreements, resolve_wiring, from_resid,
-                                          default_resid_layers)
-from .models import target_parts
-from .capture import Capture, load_tensor
-from .engine import run_prompts, Session, bootstrap_ci, _check_prompts, SpecSettings
-from .zoo import agreement_per_window
+                                          default_resid_layers, draft_config_edit, ConfigEdit)
+from .capture import Capture
+from .records import load_tensor
+from .engine import (run_prompts, Session, bootstrap_ci, _check_prompts, SpecSettings, agreement_per_window,
+                                     read_prompts)
 
 # %% auto #0
-__all__ = ['CODES', 'Finding', 'static_findings', 'read_training_dump', 'match_training_features', 'fed_from_capture',
-           'candidate_wirings', 'wiring_sweep', 'Diagnosis', 'diagnose']
+__all__ = ['CODES', 'Finding', 'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump',
+           'match_training_features', 'training_dump_match', 'candidate_wirings', 'wiring_sweep', 'accept_lengths',
+           'Evidence', 'Recommendation', 'decide', 'Diagnosis', 'diagnose']
 
 # %% ../nbs/04_doctor.ipynb #25f1dcbc
 CODES = {
@@ -52,8 +53,9 @@ def _vocab_findings(draft)->list:
     c, out = draft.config, []
     d2t, t2d = draft.d2t.cpu(), draft.t2d.cpu()
     if c.draft_vocab_size < c.vocab_size and int(d2t.abs().sum()) == 0:
-        out.append(Finding('VOCAB_MAP_MISSING', 'error', f"d2t is all zeros while the draft vocabulary ({c.draft_vocab_size}) is smaller than "
-                           f"the target's ({c.vocab_size}): draft id i is read as target id i", dict(draft_vocab=c.draft_vocab_size, vocab=c.vocab_size)))
+        out.append(Finding('VOCAB_MAP_MISSING', 'error', f"d2t is all zeros while the draft vocabulary ({c.draft_vocab_size}) is smaller "
+                           f"than the target's ({c.vocab_size}): draft id i is read as target id i",
+                           dict(draft_vocab=c.draft_vocab_size, vocab=c.vocab_size)))
         return out
     tgt = torch.arange(c.draft_vocab_size) + d2t
     problems = {}
@@ -79,6 +81,7 @@ def _rope_findings(pair)->list:
                         dict(draft_rope_theta=c.rope_theta, target_rope_theta=ttheta))]
     return []
 
+# %% ../nbs/04_doctor.ipynb #df000349
 def static_findings(pair, engine:str='sglang', algorithm:str='EAGLE3')->tuple:
     "Findings that need no forward pass, and the wiring the engine would feed: (findings, configured resid or None)."
     c, cfg, n = pair.draft.config, pair.draft_config, pair.n_layers
@@ -90,9 +93,11 @@ def static_findings(pair, engine:str='sglang', algorithm:str='EAGLE3')->tuple:
     arch = ' '.join(cfg.get('architectures') or [])
     why = []
     if algorithm.upper() != 'EAGLE3': why.append(f"served with --speculative-algorithm {algorithm}")
-    if 'Eagle3' not in arch and 'eagle3' not in str(cfg.get('model_type', '')): why.append(f"architectures {cfg.get('architectures')} do not name an EAGLE-3 draft")
+    if 'Eagle3' not in arch and 'eagle3' not in str(cfg.get('model_type', '')):
+        why.append(f"architectures {cfg.get('architectures')} do not name an EAGLE-3 draft")
     if not c.use_aux_hidden_state: why.append('use_aux_hidden_state is false')
-    if c.use_aux_hidden_state and c.fc_in_features == c.hidden_size: why.append(f"fc input width {c.fc_in_features} equals the hidden size, so width-based engines skip fc")
+    if c.use_aux_hidden_state and c.fc_in_features == c.hidden_size:
+        why.append(f"fc input width {c.fc_in_features} equals the hidden size, so width-based engines skip fc")
     if why: out.append(Finding('FC_SKIPPED', 'error', 'the draft would run without its fc projection: ' + '; '.join(why), dict(reasons=why)))
     out += _vocab_findings(pair.draft) + _rope_findings(pair)
     ids = read_aux_ids(cfg)
@@ -101,8 +106,7 @@ def static_findings(pair, engine:str='sglang', algorithm:str='EAGLE3')->tuple:
                            f"uses resid{list(default_resid_layers(n))}", dict(default=list(default_resid_layers(n)))))
     mtype = pair.target_config.get('model_type')
     readings = engine_readings(cfg, n, mtype)
-    dis = disagreements(readings)
-    if dis:
+    if dis := disagreements(readings):
         out.append(Finding('CONVENTION_AMBIGUOUS', 'warning', '; '.join(dis),
                            {r.engine: dict(field=r.field, ids=r.ids, fed=list(r.fed)) for r in readings}))
     w = resolve_wiring(cfg, n, engine, mtype)
@@ -112,10 +116,64 @@ def static_findings(pair, engine:str='sglang', algorithm:str='EAGLE3')->tuple:
         out.append(Finding('AUX_UNREACHABLE', 'error', f"{engine} would feed only {len(configured)} of {c.num_aux} states: resid{list(full)} "
                            f"includes resid[{n}] or beyond, which no capture loop reaches", dict(resid=list(full), fed=list(configured), n_layers=n)))
         configured = None
-    elif 0 in configured:
-        out.append(Finding('AUX_EMBEDDING_CAPTURED', 'error', f"{engine} feeds resid[0], the token embedding, in chunk {configured.index(0)}: "
-                           f"resid{list(configured)} (no EAGLE-3 recipe trains on the embedding)", dict(fed=list(configured))))
+    elif 0 in configured: out.append(_embedding_fed(engine, configured, ' (no EAGLE-3 recipe trains on the embedding)'))
     return out, configured
+
+def _embedding_fed(who:str, fed:tuple, why:str='')->Finding:
+    "AUX_EMBEDDING_CAPTURED: `who` feeds resid[0] in some chunk."
+    return Finding('AUX_EMBEDDING_CAPTURED', 'error', f"{who} feeds resid[0], the token embedding, in chunk {fed.index(0)}: resid{list(fed)}{why}",
+                   dict(fed=list(fed)))
+
+# %% ../nbs/04_doctor.ipynb #3e729490
+def fed_from_capture(pair, records, # `Record`s captured in the deployment (full mode for draft.fc.in)
+                     prompt=None, # the prompt sent to the deployment (text or ids): the surest token ids for its prefill
+                    )->tuple:
+    "Identify the resid[k] a deployment fed the draft from captured `draft.fc.in` tensors: (resid tuple or None, evidence, findings)."
+    fc = [r for r in records if r.point == 'draft.fc.in' and (r.tensor is not None or r.location)]
+    if not fc:
+        return None, None, [Finding('CAPTURE_INVALID', 'error', "the capture has no draft.fc.in tensors: record the draft's fc "
+                                    "with mode 'full' to identify the fed layers", dict(points=sorted({r.point for r in records})))]
+    # token ids recorded with a draft pass are the draft's (shifted by one); the prompt, or a target prefill record, is right
+    known = None if prompt is None else pair.tokenizer(prompt, add_special_tokens=False)['input_ids'] if isinstance(prompt, str) else list(prompt)
+    targets = [r for r in records if r.point.startswith('target.') and r.token_ids and ('extend' in r.phase or 'prefill' in r.phase)]
+    samples = []
+    for i, r in enumerate(fc[:4]):
+        t = (r.tensor if r.tensor is not None else load_tensor(r)).float()
+        t = t.reshape(-1, t.shape[-1])
+        ids = known if known is not None and len(known) == t.shape[0] else \
+              next((x.token_ids for x in targets if len(_flat(x.token_ids)) == t.shape[0]), None)
+        if ids is None: continue
+        samples.append(dict(file=f"capture record {i} ({r.phase})", input_ids=torch.tensor(_flat(ids)), aux=t))
+    if not samples:
+        return None, None, [Finding('CAPTURE_INVALID', 'error', 'no draft.fc.in record matches the prompt or a target prefill record in length: '
+                                    'pass the prompt sent to the deployment', dict(lengths=[r.shape for r in fc[:4]]))]
+    sim, fs = match_training_features(pair, samples)
+    fs = [Finding('CAPTURE_INVALID', f.severity, f.message.replace('dump', 'capture'), f.evidence) for f in fs]
+    if not sim or not all(sim['identified']): return None, sim, fs
+    return tuple(sim['trained']), sim, fs
+
+def _flat(x): return [v for row in x for v in row] if x and isinstance(x[0], list) else list(x)
+
+# %% ../nbs/04_doctor.ipynb #89724bfa
+def fed_wiring(pair, findings:list, # the static findings
+               configured, # the engine's reading of the config (from `static_findings`)
+               wiring=None, # what the deployment feeds, if known
+               deployment=None, deployment_prompt=None, # records captured in the deployment, and the prompt it served
+              )->tuple: # (findings, the wiring fed or None when unusable, the capture's chunk x layer match or None)
+    "The wiring the deployment feeds, and the findings about it."
+    deployed = None
+    if deployment is not None and wiring is None:
+        wiring, deployed, fs = fed_from_capture(pair, deployment, deployment_prompt); findings = findings + fs
+    if wiring is None: return findings, configured, deployed
+    n, configured = pair.n_layers, tuple(wiring)
+    findings = [f for f in findings if f.code not in ('AUX_EMBEDDING_CAPTURED', 'AUX_UNREACHABLE')]
+    src = 'the deployment capture shows it' if deployed else 'the deployment'
+    if any(not 0 <= k < n for k in configured):
+        findings.append(Finding('AUX_UNREACHABLE', 'error', f"wiring resid{list(configured)} has indices outside 0 .. {n-1}",
+                                dict(fed=list(configured))))
+        configured = None
+    elif 0 in configured: findings.append(_embedding_fed(src, configured))
+    return findings, configured, deployed
 
 # %% ../nbs/04_doctor.ipynb #b5abfd1a
 def read_training_dump(folder, limit:int=16)->tuple:
@@ -130,8 +188,8 @@ def read_training_dump(folder, limit:int=16)->tuple:
             d = torch.load(io.BytesIO(raw), map_location='cpu', weights_only=True)
             missing = [k for k in ('input_ids', 'aux_hidden_state') if k not in d]
             if missing: raise ValueError(f"keys {missing} missing")
-            samples.append(dict(file=str(f), input_ids=d['input_ids'].flatten().long(), aux=d['aux_hidden_state'].float().reshape(-1, d['aux_hidden_state'].shape[-1]),
-                                loss_mask=d.get('loss_mask')))
+            aux = d['aux_hidden_state'].float().reshape(-1, d['aux_hidden_state'].shape[-1])
+            samples.append(dict(file=str(f), input_ids=d['input_ids'].flatten().long(), aux=aux, loss_mask=d.get('loss_mask')))
         except Exception as e: bad.append(f"{f.name}: {type(e).__name__}: {str(e)[:120]}")
     found = [Finding('DUMP_INVALID', 'error', f"{len(bad)} dump file(s) unreadable, e.g. {bad[0]}", dict(files=bad))] if bad else []
     return samples, found
@@ -144,12 +202,13 @@ def match_training_features(pair, samples:list)->tuple:
     vocab, out = pair.target.config.vocab_size, []
     usable = []
     for s in samples:
+        name, top = Path(s['file']).name, int(s['input_ids'].max())
         if s['aux'].shape[-1] != k * H:
-            out.append(Finding('DUMP_INVALID', 'error', f"{Path(s['file']).name}: aux_hidden_state width {s['aux'].shape[-1]} is not "
+            out.append(Finding('DUMP_INVALID', 'error', f"{name}: aux_hidden_state width {s['aux'].shape[-1]} is not "
                                f"{k} x target hidden {H}: the dump is of another target", dict(width=s['aux'].shape[-1], expected=k*H)))
-        elif s['input_ids'].numel() and int(s['input_ids'].max()) >= vocab or int(s['input_ids'].min()) < 0:
-            out.append(Finding('DUMP_INVALID', 'error', f"{Path(s['file']).name}: input ids up to {int(s['input_ids'].max())} do not fit "
-                               f"the target's vocabulary of {vocab}: the dump was made with another tokenizer", dict(max_id=int(s['input_ids'].max()), vocab=vocab)))
+        elif s['input_ids'].numel() and top >= vocab or int(s['input_ids'].min()) < 0:
+            out.append(Finding('DUMP_INVALID', 'error', f"{name}: input ids up to {top} do not fit the target's vocabulary of {vocab}: "
+                               "the dump was made with another tokenizer", dict(max_id=top, vocab=vocab)))
         else: usable.append(s)
     if not usable: return None, out
     cos_sum, err_sum, tokens = torch.zeros(k, n + 1), torch.zeros(k, n + 1), 0
@@ -173,36 +232,17 @@ def match_training_features(pair, samples:list)->tuple:
                            dict(best=best, rel_error=[round(err[c, b].item(), 4) for c, b in enumerate(best)])))
     return res, out
 
-# %% ../nbs/04_doctor.ipynb #3e729490
-def fed_from_capture(pair, records, # `Record`s captured in the deployment (full mode for draft.fc.in)
-                     prompt=None, # the prompt sent to the deployment (text or ids): the surest token ids for its prefill
-                    )->tuple:
-    "Identify the resid[k] a deployment fed the draft from captured `draft.fc.in` tensors: (resid tuple or None, evidence, findings)."
-    H, k = pair.target.config.hidden_size, pair.draft.config.num_aux
-    fc = [r for r in records if r.point == 'draft.fc.in' and (r.tensor is not None or r.location)]
-    if not fc:
-        return None, None, [Finding('CAPTURE_INVALID', 'error', "the capture has no draft.fc.in tensors: record the draft's fc "
-                                    "with mode 'full' to identify the fed layers", dict(points=sorted({r.point for r in records})))]
-    # token ids recorded with a draft pass are the draft's (shifted by one); the prompt, or a target prefill record, is right
-    known = (pair.tokenizer(prompt, add_special_tokens=False)['input_ids'] if isinstance(prompt, str) else list(prompt)) if prompt is not None else None
-    targets = [r for r in records if r.point.startswith('target.') and r.token_ids and ('extend' in r.phase or 'prefill' in r.phase)]
-    samples = []
-    for i, r in enumerate(fc[:4]):
-        t = (r.tensor if r.tensor is not None else load_tensor(r)).float()
-        t = t.reshape(-1, t.shape[-1])
-        ids = known if known is not None and len(known) == t.shape[0] else \
-              next((x.token_ids for x in targets if len(_flat(x.token_ids)) == t.shape[0]), None)
-        if ids is None: continue
-        samples.append(dict(file=f"capture record {i} ({r.phase})", input_ids=torch.tensor(_flat(ids)), aux=t))
-    if not samples:
-        return None, None, [Finding('CAPTURE_INVALID', 'error', 'no draft.fc.in record matches the prompt or a target prefill record in length: '
-                                    'pass the prompt sent to the deployment', dict(lengths=[r.shape for r in fc[:4]]))]
-    sim, fs = match_training_features(pair, samples)
-    fs = [Finding('CAPTURE_INVALID', f.severity, f.message.replace('dump', 'capture'), f.evidence) for f in fs]
-    if not sim or not all(sim['identified']): return None, sim, fs
-    return tuple(sim['trained']), sim, fs
+# %% ../nbs/04_doctor.ipynb #d148716f
+def training_dump_match(pair, folder)->tuple:
+    "Read a training dump and match it against the target: (chunk x layer match or None, findings)."
+    samples, fs = read_training_dump(folder)
+    if not samples: return None, fs
+    sim, more = match_training_features(pair, samples)
+    return sim, fs + more
 
-def _flat(x): return [v for row in x for v in row] if x and isinstance(x[0], list) else list(x)
+def _identified(sim)->tuple|None:
+    "The layers a dump (or capture) match identifies, or None when any chunk matches no layer exactly."
+    return tuple(sim['trained']) if sim and all(sim['identified']) else None
 
 # %% ../nbs/04_doctor.ipynb #e8a4269b
 def candidate_wirings(configured, n_layers:int, readings=(), trained=None)->dict:
@@ -227,6 +267,7 @@ def candidate_wirings(configured, n_layers:int, readings=(), trained=None)->dict
             if list(p) != sorted(p): add(f"{base_label} permuted {list(p)}", [a[i] for i in p])
     return c
 
+# %% ../nbs/04_doctor.ipynb #90d52662
 def _windows(pair, prompts, length=64)->torch.Tensor:
     "Held-out prompts as one token stream cut into [B, length] windows."
     tok = pair.tokenizer
@@ -245,7 +286,8 @@ def _paired_gain(a:torch.Tensor, b:torch.Tensor, n=2000, seed=0)->tuple:
 @torch.no_grad()
 def wiring_sweep(pair, prompts:list, configured=None, candidates:dict|None=None, steps:int=2, window:int=64)->list:
     "Teacher-forced agreement of every candidate wiring on the same held-out tokens, best first, with paired intervals against the configured one."
-    candidates = candidates or candidate_wirings(configured, pair.n_layers, engine_readings(pair.draft_config, pair.n_layers, pair.target_config.get('model_type')))
+    n = pair.n_layers
+    candidates = candidates or candidate_wirings(configured, n, engine_readings(pair.draft_config, n, pair.target_config.get('model_type')))
     dev = next(pair.target.parameters()).device
     per = agreement_per_window(pair.target, pair.draft, _windows(pair, prompts, window).to(dev), candidates, steps)
     base = per.get('configured')
@@ -261,13 +303,147 @@ def wiring_sweep(pair, prompts:list, configured=None, candidates:dict|None=None,
     rows[0]['best'] = True
     return rows
 
+# %% ../nbs/04_doctor.ipynb #ff12e2e6
+@torch.no_grad()
+def _nonfinite(pair, prompt, wiring)->list:
+    "Run one extend and one cycle with stats capture on every stage; report stages with NaN or Inf."
+    with Capture(pair.target, pair.draft, points=['target.resid[*]', 'target.logits', 'draft.*'], mode='stats') as cap:
+        s = Session(pair, wiring=wiring, capture=cap, speculative_num_steps=2)
+        s.extend(prompt); s.step()
+    bad = {}
+    for r in cap.records:
+        if r.stats.get('nan') or r.stats.get('inf'): bad.setdefault(r.point, set()).add(r.phase)
+    if not bad: return []
+    first = sorted(bad)[0]
+    return [Finding('NONFINITE', 'error', f"NaN or Inf in {len(bad)} captured stage(s), first {first} in {sorted(bad[first])}",
+                    {k: sorted(v) for k, v in bad.items()})]
+
+# %% ../nbs/04_doctor.ipynb #4050c0b6
+def accept_lengths(pair, prompts:list, configured, # the wiring fed, or None when it cannot run
+                   recommended, # the wiring to recommend
+                   n_prompts:int=8, tokens:int=24)->dict:
+    "Chain accept length before / after the fix: {'before': run summary or None, 'after': run summary, 'setup': how measured}."
+    run = lambda w: run_prompts(pair, prompts[:n_prompts], tokens, wiring=w, check_lossless=False, progress=False).summary
+    before = run(configured) if configured else None
+    after = before if configured and tuple(configured) == tuple(recommended) else run(recommended)
+    return dict(before=before, after=after,
+                setup=f"chain of {SpecSettings().speculative_num_steps} steps, the first {min(n_prompts, len(prompts))} prompts x {tokens} tokens")
+
 # %% ../nbs/04_doctor.ipynb #8d997103
+@dataclass
+class Evidence:
+    "What the doctor's evidence steps found, one field per step."
+    n_layers: int
+    findings: list               # the static checks' and the deployment step's findings
+    configured: tuple|None       # the wiring fed (config reading, given or captured); None when it cannot run
+    deployed: dict|None = None   # chunk x layer match of a deployment capture
+    dump: dict|None = None       # chunk x layer match of the training dump
+    dump_findings: list = field(default_factory=list)
+    sweep: list|None = None      # the wiring sweep's rows, best first
+    nonfinite: list = field(default_factory=list)   # NONFINITE findings on the wiring to recommend
+    accept: dict|None = None     # accept length before / after (`accept_lengths`)
+
+    @property
+    def fatal(self)->bool:
+        "The fc cannot take the target's features: nothing can be run."
+        return any(f.code == 'HIDDEN_SIZE_MISMATCH' for f in self.findings)
+
+# %% ../nbs/04_doctor.ipynb #3b4afa35
+@dataclass
+class Recommendation:
+    "The wiring the draft should be fed, written for each engine, with the accept length before / after when measured."
+    resid_layers: tuple
+    n_layers: int
+    accept_length_before: float|None = None
+    accept_length_before_ci: list|None = None
+    accept_length_after: float|None = None   # None: accept length was not measured
+    accept_length_after_ci: list|None = None
+
+    def ids(self, convention:str)->list|None:
+        "The ids to write in `convention`, or None where it cannot express these layers (e.g. resid[1] after PR #25454)."
+        try: return list(from_resid(self.resid_layers, convention, self.n_layers))
+        except ValueError: return None
+
+    def to_json(self)->dict:
+        "resid layers, the ids for SGLang (both rules) and vLLM, and the accept lengths when measured."
+        d = dict(resid_layers=list(self.resid_layers), sglang_eagle_aux_hidden_state_layer_ids=self.ids('sglang'),
+                 sglang_pr25454_eagle_aux_hidden_state_layer_ids=self.ids('sglang-pr25454'),
+                 vllm_eagle_aux_hidden_state_layer_ids=self.ids('vllm'))
+        if self.accept_length_after is None: return d
+        return dict(d, accept_length_before=self.accept_length_before, accept_length_before_ci=self.accept_length_before_ci,
+                    accept_length_after=self.accept_length_after, accept_length_after_ci=self.accept_length_after_ci)
+
+    def config_edit(self, draft_config:dict, target_model_type:str|None=None)->ConfigEdit:
+        "The user's draft config edited so that SGLang and vLLM both feed `resid_layers`, and the diff."
+        return draft_config_edit(draft_config, self.resid_layers, self.n_layers, target_model_type)
+
+# %% ../nbs/04_doctor.ipynb #4ed0e14e
+def _mismatch(configured, trained, source, evidence)->list:
+    "Findings comparing the configured wiring with the trained one."
+    if configured is None or tuple(configured) == tuple(trained): return []
+    c, t = list(configured), list(trained)
+    if sorted(c) == sorted(t):
+        return [Finding('AUX_ORDER', 'error', f"the trained layers resid{t} are fed in the wrong chunk order resid{c} ({source})", evidence)]
+    off = ' (off by one)' if all(abs(a - b) <= 1 for a, b in zip(c, t)) else ''
+    return [Finding('AUX_LAYERS_MISMATCH', 'error', f"fed resid{c} but trained on resid{t}{off} ({source})", evidence)]
+
+def _best(sweep:list, n_layers:int)->dict:
+    "The sweep's top row, or the engines' default when it is statistically tied with it."
+    best = sweep[0]
+    default = next((r for r in sweep if tuple(r['resid_layers']) == default_resid_layers(n_layers)), None)
+    return default if default is not None and default is not best and default['agreement'] >= best['ci'][0] else best
+
+def _rounded(summary)->tuple:
+    "(accept length, its interval) of a run summary, rounded as reported; (None, None) when not measured."
+    return (round(summary['accept_length'], 3), [round(x, 3) for x in summary['accept_length_ci']]) if summary else (None, None)
+
+def _low_acceptance(ev:Evidence, rec:Recommendation)->list:
+    "LOW_ACCEPTANCE when the recommended wiring agrees or accepts little, with what was ruled out."
+    row = next((r for r in ev.sweep if tuple(r['resid_layers']) == tuple(rec.resid_layers)), None)
+    al = rec.accept_length_after
+    if not ((row and row['agreement'] < 0.3) or (al is not None and al < 1.3)): return []
+    ag = row['agreement'] if row else None
+    return [Finding('LOW_ACCEPTANCE', 'warning', f"acceptance is low (step-0 agreement {ag if row else float('nan'):.3f}, accept length {al}) "
+                    f"and no wiring cause was found: ruled out static config and vocabulary checks, {len(ev.sweep)} candidate wirings"
+                    f"{', the training-dump match' if ev.dump else ''} and non-finite values; suspect the draft's training "
+                    "(data, chat template, too few steps)", dict(agreement=ag, accept_length=al, candidates=len(ev.sweep)))]
+
+# %% ../nbs/04_doctor.ipynb #beefc4d5
+def decide(ev:Evidence)->tuple:
+    "The doctor's one decision, by the rule above: (verdict, findings, `Recommendation` or None)."
+    if ev.fatal: return 'error', list(ev.findings), None
+    n, configured, sweep = ev.n_layers, ev.configured, ev.sweep
+    findings = ev.findings + ev.dump_findings
+    trained = _identified(ev.dump)
+    if trained is not None:
+        cosine = [round(ev.dump['cosine'][c][k], 4) for c, k in enumerate(trained)]
+        findings += _mismatch(configured, trained, 'identified from the training dump',
+                              dict(trained=list(trained), fed=list(configured or []), cosine=cosine))
+    best, conf_row = _best(sweep, n), next((r for r in sweep if r['configured']), None)
+    if trained is None and conf_row is not None and not best['configured'] and best.get('gain_ci', [0])[0] > 0:
+        trained = tuple(best['resid_layers'])
+        lo, hi = best['gain_ci']
+        findings += _mismatch(configured, trained, f"agreement {conf_row['agreement']:.3f} as configured vs {best['agreement']:.3f} for "
+                              f"'{best['label']}', paired gain {best['gain_vs_configured']:+.3f} (95% CI {lo:+.3f} .. {hi:+.3f})",
+                              dict(configured=conf_row, best=best))
+    if trained is not None and 0 in trained:  # trained on the embedding after all: resid[0] in that slot is right
+        findings = [f for f in findings if not (f.code == 'AUX_EMBEDDING_CAPTURED' and configured and 0 in configured
+                                                and configured.index(0) == trained.index(0))]
+    if trained is None and (configured is None or 0 in configured):
+        trained = tuple((best if 0 not in best['resid_layers'] else next((r for r in sweep if 0 not in r['resid_layers']), best))['resid_layers'])
+    acc = ev.accept or {}
+    rec = Recommendation(trained or configured, n, *_rounded(acc.get('before')), *_rounded(acc.get('after')))
+    findings += ev.nonfinite
+    if not any(f.severity == 'error' for f in findings): findings += _low_acceptance(ev, rec)
+    return ('miswired' if any(f.severity == 'error' for f in findings) else 'ok'), findings, rec
+
+# %% ../nbs/04_doctor.ipynb #6ef8d153
 @dataclass
 class Diagnosis:
     "The doctor's verdict, findings, recommendation and evidence."
     verdict: str
     findings: list
-    recommended: dict
+    recommendation: Recommendation|None
     configured: list|None
     engine: str
     similarity: dict|None = None
@@ -278,6 +454,10 @@ class Diagnosis:
 
     @property
     def codes(self): return [f.code for f in self.findings]
+    @property
+    def recommended(self)->dict:
+        "The recommendation's JSON ({} when the pair cannot run)."
+        return self.recommendation.to_json() if self.recommendation else {}
 
     def to_json(self)->dict:
         "The stable JSON form: verdict, findings[], recommended, and the evidence."
@@ -302,41 +482,6 @@ class Diagnosis:
         return '\n'.join(L)
     __repr__ = __str__
 
-# %% ../nbs/04_doctor.ipynb #4ed0e14e
-def _mismatch(configured, trained, source, evidence)->list:
-    "Findings comparing the configured wiring with the trained one."
-    if configured is None or tuple(configured) == tuple(trained): return []
-    c, t = list(configured), list(trained)
-    if sorted(c) == sorted(t):
-        return [Finding('AUX_ORDER', 'error', f"the trained layers resid{t} are fed in the wrong chunk order resid{c} ({source})", evidence)]
-    off = ' (off by one)' if all(abs(a - b) <= 1 for a, b in zip(c, t)) else ''
-    return [Finding('AUX_LAYERS_MISMATCH', 'error', f"fed resid{c} but trained on resid{t}{off} ({source})", evidence)]
-
-@torch.no_grad()
-def _nonfinite(pair, prompt, wiring)->list:
-    "Run one extend and one cycle with stats capture on every stage; report stages with NaN or Inf."
-    with Capture(pair.target, pair.draft, points=['target.resid[*]', 'target.logits', 'draft.*'], mode='stats') as cap:
-        s = Session(pair, wiring=wiring, capture=cap, speculative_num_steps=2)
-        s.extend(prompt); s.step()
-    bad = {}
-    for r in cap.records:
-        if r.stats.get('nan') or r.stats.get('inf'): bad.setdefault(r.point, set()).add(r.phase)
-    if not bad: return []
-    first = sorted(bad)[0]
-    return [Finding('NONFINITE', 'error', f"NaN or Inf in {len(bad)} captured stage(s), first {first} in {sorted(bad[first])}",
-                    {k: sorted(v) for k, v in bad.items()})]
-
-def _ids(resid, convention, n):
-    "The ids to write in `convention`, or None where that convention cannot express these layers (e.g. resid[1] after PR #25454)."
-    try: return list(from_resid(resid, convention, n))
-    except ValueError: return None
-
-def _recommendation(resid, n):
-    return dict(resid_layers=list(resid),
-                sglang_eagle_aux_hidden_state_layer_ids=_ids(resid, 'sglang', n),
-                sglang_pr25454_eagle_aux_hidden_state_layer_ids=_ids(resid, 'sglang-pr25454', n),
-                vllm_eagle_aux_hidden_state_layer_ids=_ids(resid, 'vllm', n))
-
 # %% ../nbs/04_doctor.ipynb #9156a608
 def diagnose(pair, # a loaded `Pair`
              prompts:list|None=None, # held-out texts; default: the zoo's
@@ -351,91 +496,28 @@ def diagnose(pair, # a loaded `Pair`
              progress:bool=False, # a progress bar over the doctor's stages on stderr
             )->Diagnosis:
     "Diagnose a target/draft pair: verdict, findings with evidence, and the corrected configuration per engine."
-    from eagle3_workbench.engine import zoo_prompts
     from tqdm.auto import tqdm
-    t0 = time.perf_counter()
-    bar = tqdm(total=1 + (training_dump is not None) + bool(accept), desc='doctor', disable=not progress, leave=False)
-    stage = lambda what: (bar.set_postfix_str(what, refresh=False), bar.update())   # a step done, the next named
-    engine = engine or pair.wiring.engine
-    n = pair.n_layers
+    t0, engine, n = time.perf_counter(), engine or pair.wiring.engine, pair.n_layers
     if wiring is not None and len(tuple(wiring)) != pair.draft.config.num_aux:
         raise ValueError(f"wiring {list(wiring)}: the draft takes {pair.draft.config.num_aux} aux chunks, got {len(tuple(wiring))}")
-    prompts = prompts if prompts is not None else zoo_prompts()
+    prompts = prompts if prompts is not None else read_prompts()
     _check_prompts(pair, list(prompts) + ([deployment_prompt] if isinstance(deployment_prompt, str) else []), steps=None)   # before any work
-    findings, configured = static_findings(pair, engine, algorithm)
-    deployed = None
-    if deployment is not None and wiring is None:
-        wiring, deployed, fs = fed_from_capture(pair, deployment, deployment_prompt); findings += fs
-    if wiring is not None:
-        configured = tuple(wiring)
-        findings = [f for f in findings if f.code not in ('AUX_EMBEDDING_CAPTURED', 'AUX_UNREACHABLE')]
-        src = 'the deployment capture shows it' if deployed else 'the deployment'
-        if any(not 0 <= k < n for k in configured):
-            findings.append(Finding('AUX_UNREACHABLE', 'error', f"wiring resid{list(configured)} has indices outside 0 .. {n-1}", dict(fed=list(configured))))
-            configured = None
-        elif 0 in configured:
-            findings.append(Finding('AUX_EMBEDDING_CAPTURED', 'error', f"{src} feeds resid[0], the token embedding, in chunk "
-                                    f"{configured.index(0)}: resid{list(configured)}", dict(fed=list(configured))))
-    fatal = any(f.code == 'HIDDEN_SIZE_MISMATCH' for f in findings)
-    sim, sweep, trained, rec, accept_setup = None, None, None, None, None
-    if not fatal:
-        prompts = prompts if prompts is not None else zoo_prompts()
+    bar = tqdm(total=1 + (training_dump is not None) + bool(accept), desc='doctor', disable=not progress, leave=False)
+    stage = lambda what: (bar.set_postfix_str(what, refresh=False), bar.update())   # a step done, the next named
+    ev = Evidence(n, *static_findings(pair, engine, algorithm))
+    ev.findings, ev.configured, ev.deployed = fed_wiring(pair, ev.findings, ev.configured, wiring, deployment, deployment_prompt)
+    if not ev.fatal:
         if training_dump is not None:
-            bar.set_postfix_str('training dump')
-            samples, fs = read_training_dump(training_dump); findings += fs
-            if samples:
-                sim, fs = match_training_features(pair, samples); findings += fs
-                if sim and all(sim['identified']):
-                    trained = tuple(sim['trained'])
-                    findings += _mismatch(configured, trained, 'identified from the training dump',
-                                          dict(trained=list(trained), fed=list(configured or []), cosine=[round(sim['cosine'][c][k], 4) for c, k in enumerate(trained)]))
-        readings = engine_readings(pair.draft_config, n, pair.target_config.get('model_type'))
-        if training_dump is not None: stage('wiring sweep')
+            bar.set_postfix_str('training dump'); ev.dump, ev.dump_findings = training_dump_match(pair, training_dump); stage('wiring sweep')
         else: bar.set_postfix_str('wiring sweep')
-        sweep = wiring_sweep(pair, prompts, configured, candidate_wirings(configured, n, readings, trained))
-        best = sweep[0]
-        # off-by-one neighbours of the trained wiring score close to it; among wirings statistically tied with the best,
-        # prefer the engines' default, which is what most drafts are trained on
-        default = next((r for r in sweep if tuple(r['resid_layers']) == default_resid_layers(n)), None)
-        if default is not None and default is not best and default['agreement'] >= best['ci'][0]: best = default
-        conf_row = next((r for r in sweep if r['configured']), None)
-        if trained is None and conf_row is not None and not best['configured'] and best.get('gain_ci', [0])[0] > 0:
-            trained = tuple(best['resid_layers'])
-            findings += _mismatch(configured, trained, f"agreement {conf_row['agreement']:.3f} as configured vs {best['agreement']:.3f} for "
-                                  f"'{best['label']}', paired gain {best['gain_vs_configured']:+.3f} (95% CI {best['gain_ci'][0]:+.3f} .. {best['gain_ci'][1]:+.3f})",
-                                  dict(configured=conf_row, best=best))
-        if trained is not None and 0 in trained:  # trained on the embedding after all: resid[0] in that slot is right
-            findings = [f for f in findings if not (f.code == 'AUX_EMBEDDING_CAPTURED' and configured and 0 in configured
-                                                    and configured.index(0) == trained.index(0))]
-        if trained is None and (configured is None or 0 in configured):
-            # no evidence of the trained layers, but the configured wiring is unusable: the best candidate without the embedding
-            trained = tuple((best if 0 not in best['resid_layers'] else next((r for r in sweep if 0 not in r['resid_layers']), best))['resid_layers'])
-        rec_resid = trained or configured
-        rec = _recommendation(rec_resid, n)
-        runnable = not any(f.code in ('VOCAB_MAP_INVALID',) for f in findings)
-        if runnable: findings += _nonfinite(pair, prompts[0], rec_resid)
-        if accept and runnable and not any(f.code == 'NONFINITE' for f in findings):
-            stage('accept length before / after')
-            before = run_prompts(pair, prompts[:accept_prompts], accept_tokens, wiring=configured, check_lossless=False, progress=False).summary if configured else None
-            after = before if configured and tuple(configured) == tuple(rec_resid) else \
-                run_prompts(pair, prompts[:accept_prompts], accept_tokens, wiring=rec_resid, check_lossless=False, progress=False).summary
-            rec.update(accept_length_before=round(before['accept_length'], 3) if before else None,
-                       accept_length_before_ci=[round(x, 3) for x in before['accept_length_ci']] if before else None,
-                       accept_length_after=round(after['accept_length'], 3),
-                       accept_length_after_ci=[round(x, 3) for x in after['accept_length_ci']])
-            accept_setup = f"chain of {SpecSettings().speculative_num_steps} steps, the first {min(accept_prompts, len(prompts))} prompts x {accept_tokens} tokens"
-        errors = [f for f in findings if f.severity == 'error']
-        if not errors:
-            rec_row = next((r for r in sweep if tuple(r['resid_layers']) == tuple(rec_resid)), None)
-            al = rec.get('accept_length_after')
-            if (rec_row and rec_row['agreement'] < 0.3) or (al is not None and al < 1.3):
-                findings.append(Finding('LOW_ACCEPTANCE', 'warning', f"acceptance is low (step-0 agreement {rec_row['agreement'] if rec_row else float('nan'):.3f}, "
-                    f"accept length {al}) and no wiring cause was found: ruled out static config and vocabulary checks, "
-                    f"{len(sweep)} candidate wirings{', the training-dump match' if sim else ''} and non-finite values; suspect the draft's training "
-                    "(data, chat template, too few steps)", dict(agreement=rec_row['agreement'] if rec_row else None, accept_length=al, candidates=len(sweep))))
-    errors = [f for f in findings if f.severity == 'error']
-    unusable = fatal or any(f.code == 'AUX_UNREACHABLE' for f in errors) and wiring is None and rec is None
-    verdict = 'error' if unusable else ('miswired' if errors else 'ok')
+        readings = engine_readings(pair.draft_config, n, pair.target_config.get('model_type'))
+        ev.sweep = wiring_sweep(pair, prompts, ev.configured, candidate_wirings(ev.configured, n, readings, _identified(ev.dump)))
+        resid = decide(ev)[2].resid_layers   # the wiring to recommend, measured next
+        if not any(f.code == 'VOCAB_MAP_INVALID' for f in ev.findings):
+            ev.nonfinite = _nonfinite(pair, prompts[0], resid)
+            if accept and not ev.nonfinite:
+                stage('accept length before / after'); ev.accept = accept_lengths(pair, prompts, ev.configured, resid, accept_prompts, accept_tokens)
+    verdict, findings, rec = decide(ev)
     bar.close()
-    return Diagnosis(verdict, findings, rec or {}, list(configured) if configured else None, engine, sim, sweep, time.perf_counter() - t0,
-                     deployed, accept_setup)
+    return Diagnosis(verdict, findings, rec, list(ev.configured) if ev.configured else None, engine, ev.dump, ev.sweep,
+                     time.perf_counter() - t0, ev.deployed, ev.accept['setup'] if ev.accept else None)

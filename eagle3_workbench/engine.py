@@ -4,18 +4,20 @@
 
 # %% ../nbs/03_engine.ipynb #c6cca0e3
 from __future__ import annotations
-import math, time
-from contextlib import contextmanager, nullcontext
+import json, math, time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, asdict
+from pathlib import Path
 from fastcore.basics import patch
 import torch
 import torch.nn.functional as F
-from .models import DraftCache, target_parts
-from .conventions import resolve_wiring
+from .draft import DraftCache, Eagle3Draft
+from .loading import target_parts, zoo_root
 
 # %% auto #0
-__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'Session', 'bootstrap_ci',
-           'summarize', 'greedy_reference', 'RunReport', 'run_prompts', 'zoo_prompts']
+__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'aux_features', 'Session',
+           'bootstrap_ci', 'summarize', 'greedy_reference', 'RunReport', 'run_prompts', 'ttt_forward',
+           'agreement_per_window', 'read_prompts', 'zoo_prompts']
 
 # %% ../nbs/03_engine.ipynb #b80f7f73
 @dataclass
@@ -133,6 +135,16 @@ def _probs(logits, temperature:float, top_p:float):
 
 def _draw(p, gen): return int(torch.multinomial(p, 1, generator=gen))
 
+# %% ../nbs/03_engine.ipynb #0c1f267a
+def aux_features(hidden_states, # the target's `output_hidden_states`: hidden_states[k] is resid[k] for k < N
+                 resid_layers, # resid indices in chunk order; None feeds zeros
+                )->torch.Tensor: # [..., len(resid_layers) * hidden]
+    "The draft's input: the wired resid[k] concatenated in chunk order, zeros for a None slot."
+    n = len(hidden_states) - 1
+    if any(k is not None and not 0 <= k < n for k in resid_layers):
+        raise ValueError(f"resid{list(resid_layers)}: resid[{n}] and beyond are not captured")
+    return torch.cat([hidden_states[k] if k is not None else torch.zeros_like(hidden_states[0]) for k in resid_layers], -1)
+
 # %% ../nbs/03_engine.ipynb #24cd33cb
 class Session:
     "Step-by-step EAGLE-3 speculative decoding on a loaded `Pair`."
@@ -179,6 +191,7 @@ class Session:
     def pending(self): return self.tokens[-1] if self.tokens else None
     def text(self): return self.pair.tokenizer.decode(self.tokens) if self.pair.tokenizer else None
 
+# %% ../nbs/03_engine.ipynb #df4ec370
 def _configured_wiring_error(pair, n:int)->str:
     "Why the draft config's ids give the draft fewer chunks than it takes: the config file, the ids, the layer count."
     w, k = pair.wiring, pair.draft.config.num_aux
@@ -227,9 +240,7 @@ def _target(self:Session, ids, positions, mask=None, phase='extend'):
     with self._phase(phase, positions, ids):
         out = self.pair.target(input_ids=x, position_ids=pos, attention_mask=mask, use_cache=True,
                                output_hidden_states=True, **kw)
-    hs = out.hidden_states  # hidden_states[k] is resid[k] for k < N (the last entry is after the final norm)
-    feats = torch.cat([hs[k] if k is not None else torch.zeros_like(hs[0]) for k in self.wiring], -1)
-    return out.logits[0], feats
+    return out.logits[0], aux_features(out.hidden_states, self.wiring)
 
 @patch
 @torch.no_grad()
@@ -414,6 +425,7 @@ def bootstrap_ci(groups:list, # one list of values per prompt
     means = torch.cat(means).sort().values.tolist()
     return (means[int((1-level)/2 * n)], means[min(n-1, int((1+level)/2 * n))])
 
+# %% ../nbs/03_engine.ipynb #67074a0d
 def summarize(runs:list, # one list of StepResults per prompt
               steps:int, # speculative_num_steps used
              )->dict:
@@ -479,10 +491,55 @@ def run_prompts(pair, prompts:list, # texts or token-id lists
             lossless = (lossless is not False) and ref == outputs[-1]
     return RunReport(summarize(runs, s.settings.speculative_num_steps), list(s.wiring), asdict(s.settings), lossless, outputs, runs)
 
-# %% ../nbs/03_engine.ipynb #6852ff48
+# %% ../nbs/03_engine.ipynb #634773a7
+def ttt_forward(draft:Eagle3Draft, features, input_ids, steps:int)->list:
+    "Draft logits for `steps` unrolled teacher-forced steps; entry k at index t predicts the token at t+2+k."
+    B, T = input_ids.shape
+    dev = features.device
+    causal = torch.full((T, T), float('-inf'), device=dev).triu(1)
+    diag = torch.full((T, T), float('-inf'), device=dev).fill_diagonal_(0)
+    cache, h, outs = DraftCache(), draft.project(features), []
+    for k in range(steps):
+        ids = F.pad(input_ids[:, 1+k:], (0, 1+k))
+        pos = (torch.arange(T, device=dev) + k).expand(B, T)
+        h = draft.layer(h, ids, pos, cache, torch.cat([causal] + [diag]*k, -1))
+        outs.append(draft.compute_logits(h))
+    return outs
+
+# %% ../nbs/03_engine.ipynb #fa82db42
+@torch.no_grad()
+def agreement_per_window(target, draft:Eagle3Draft, windows, # [B, T] held-out token windows
+                         wirings:dict, # name -> resid layers (None entries feed zeros)
+                         steps:int=4)->dict:
+    "Per wiring, a [B, steps] tensor: per window, the fraction of positions where the draft's top token is the target's greedy token."
+    out = target(input_ids=windows, output_hidden_states=True)
+    hs, greedy = out.hidden_states, out.logits.argmax(-1)
+    T, res = windows.shape[1], {}
+    for name, layers in wirings.items():
+        feats = aux_features(hs, layers)
+        res[name] = torch.stack([(draft.to_target_ids(logits[:, :T-1-k].argmax(-1)) == greedy[:, 1+k:]).float().mean(1)
+                                 for k, logits in enumerate(ttt_forward(draft, feats, windows, steps))], 1)
+    return res
+
+# %% ../nbs/03_engine.ipynb #c9c97b5c
+def read_prompts(path=None, # a .jsonl file ({"prompt": ...} per line), a .txt file (one prompt per line), or None for the zoo's
+                 n:int|None=None, # keep the first `n`
+                )->list:
+    "Prompts from a file, or the zoo's held-out prompts."
+    p = Path(path) if path is not None else zoo_root()/'prompts.jsonl'
+    if not p.is_file(): raise FileNotFoundError(f"--prompts {p}: no such prompt file")
+    try: lines = [l for l in p.read_text(encoding='utf-8').splitlines() if l.strip()]
+    except UnicodeDecodeError: raise ValueError(f"--prompts {p}: not UTF-8 text") from None
+    if p.suffix == '.jsonl':
+        out = []
+        for i, l in enumerate(lines):
+            try: out.append(json.loads(l)['prompt'])
+            except (json.JSONDecodeError, KeyError, TypeError): raise ValueError(f"{p}:{i+1}: expected a JSON object with a 'prompt' key") from None
+            if not isinstance(out[-1], str) or not out[-1].strip(): raise ValueError(f"{p}:{i+1}: 'prompt' must be a non-empty string")
+    else: out = lines
+    if not out: raise ValueError(f"--prompts {p}: no prompts in the file")
+    return out[:n]
+
 def zoo_prompts(n:int|None=None)->list:
-    "The zoo's held-out prompts."
-    import json
-    from eagle3_workbench.models import zoo_root
-    lines = (zoo_root()/'prompts.jsonl').read_text().splitlines()
-    return [json.loads(l)['prompt'] for l in lines[:n]]
+    "The zoo's held-out prompts: `read_prompts(None, n)`."
+    return read_prompts(None, n)

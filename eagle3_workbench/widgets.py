@@ -11,16 +11,13 @@ from IPython.display import display
 from .capture import Capture
 from .points import PHASE_PAIRS, phase_pair
 from .engine import Session
+from .conventions import parse_wiring, format_wiring
 from . import figures as fg
 
 # %% auto #0
 __all__ = ['Stepper', 'stepper']
 
-# %% ../nbs/06_widgets.ipynb #6caedc59
-def _parse_wiring(s:str):
-    s = s.strip()
-    return None if not s else tuple(None if x.strip() == 'zero' else int(x) for x in s.split(','))
-
+# %% ../nbs/06_widgets.ipynb #fbafea5d
 class Stepper:
     "Buttons and panels over one `Session`: Extend, Draft, Verify, Step, Run N, Reset, settings and stage views."
     def __init__(self, pair=None, # a loaded `Pair`; default: the zoo pair
@@ -39,7 +36,7 @@ class Stepper:
         self.steps = W.BoundedIntText(value=s.speculative_num_steps, min=0, max=64, description='steps')
         self.topk = W.BoundedIntText(value=s.speculative_eagle_topk, min=0, max=4096, description='top-k')
         self.temperature = W.BoundedFloatText(value=s.temperature, min=0, max=10, step=0.1, description='temperature')
-        self.wiring = W.Text(value=','.join(map(str, self.session.wiring)), description='wiring', placeholder='e.g. 2,6,9')
+        self.wiring = W.Text(value=format_wiring(self.session.wiring), description='wiring', placeholder='e.g. 2,6,9')
         self.apply = W.Button(description='Apply settings')
         self.phase = W.Dropdown(options=list(PHASE_PAIRS), value='extend', description='phase')
         self.layer = W.Dropdown(options=[], description='stage')
@@ -89,7 +86,7 @@ def act(self:Stepper, name:str):
                 msg = f"ran {len(rs)} cycles, mean accept length {sum(x.verify.accept_length for x in rs)/max(1, len(rs)):.2f}"
             elif name == 'Reset': s.reset(); self.capture.records.clear(); msg = 'reset'
             elif name == 'Apply':
-                s.configure(wiring=_parse_wiring(self.wiring.value), speculative_num_steps=self.steps.value,
+                s.configure(wiring=parse_wiring(self.wiring.value), speculative_num_steps=self.steps.value,
                             speculative_eagle_topk=self.topk.value, temperature=self.temperature.value)
                 msg = f"settings applied: wiring resid{list(s.wiring)}, steps {s.settings.speculative_num_steps}, top-k {s.settings.speculative_eagle_topk}"
         self.status_text, color = msg, '#1a7f37'

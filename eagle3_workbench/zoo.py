@@ -8,17 +8,17 @@ import json, math, os, sys, sysconfig, time, zlib, argparse
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
-from .models import (Eagle3Draft, DraftConfig, DraftCache, save_draft, load_draft, load_target,
-                                     target_parts, zoo_root, read_config)
+from .draft import Eagle3Draft, DraftConfig
+from .loading import save_draft, load_draft, load_target, target_parts, zoo_root
 from .conventions import from_resid, default_resid_layers
+from .engine import aux_features, ttt_forward, agreement_per_window
 
 # %% auto #0
 __all__ = ['EOS', 'PAIRS', 'corpus_files', 'train_tokenizer', 'encode_files', 'target_configs', 'draft_config', 'train_target',
-           'vocab_mapping', 'target_features', 'ttt_forward', 'train_draft', 'agreement_per_window',
-           'teacher_forced_agreement', 'wrong_wirings', 'heldout_windows', 'heldout_prompts', 'write_training_dump',
-           'ZooRecipe', 'build_pair', 'build_zoo', 'write_card', 'zoo_card', 'zoo_listing', 'main']
+           'vocab_mapping', 'target_features', 'train_draft', 'teacher_forced_agreement', 'wrong_wirings',
+           'heldout_windows', 'heldout_prompts', 'write_training_dump', 'ZooRecipe', 'build_pair', 'build_zoo',
+           'write_card', 'zoo_card', 'zoo_listing', 'main']
 
 # %% ../nbs/01a_zoo.ipynb #d393faf6
 def corpus_files(limit:int|None=None, # keep only the first `limit` files (miniature builds)
@@ -124,25 +124,7 @@ def vocab_mapping(data:torch.Tensor, target_vocab:int, draft_vocab:int)->tuple:
 def target_features(target, input_ids, resid_layers)->tuple:
     "(aux features [B, T, n*H] for the given resid layers, target logits [B, T, V], all hidden states)."
     out = target(input_ids=input_ids, output_hidden_states=True)
-    hs = out.hidden_states
-    n = len(hs) - 1
-    chunks = [hs[k] if k >= 0 else torch.zeros_like(hs[0]) for k in resid_layers]
-    if any(k >= n for k in resid_layers): raise ValueError(f"resid{list(resid_layers)}: resid[{n}] and beyond are not captured")
-    return torch.cat(chunks, -1), out.logits, hs
-
-def ttt_forward(draft:Eagle3Draft, features, input_ids, steps:int)->list:
-    "Draft logits for `steps` unrolled teacher-forced steps; entry k at index t predicts the token at t+2+k."
-    B, T = input_ids.shape
-    dev = features.device
-    causal = torch.full((T, T), float('-inf'), device=dev).triu(1)
-    diag = torch.full((T, T), float('-inf'), device=dev).fill_diagonal_(0)
-    cache, h, outs = DraftCache(), draft.project(features), []
-    for k in range(steps):
-        ids = F.pad(input_ids[:, 1+k:], (0, 1+k))
-        pos = (torch.arange(T, device=dev) + k).expand(B, T)
-        h = draft.layer(h, ids, pos, cache, torch.cat([causal] + [diag]*k, -1))
-        outs.append(draft.compute_logits(h))
-    return outs
+    return aux_features(out.hidden_states, resid_layers), out.logits, out.hidden_states
 
 # %% ../nbs/01a_zoo.ipynb #4924c899
 def _draft_targets(tlogits, draft):
@@ -177,21 +159,7 @@ def train_draft(target, draft:Eagle3Draft, data, resid_layers, steps=300, batch=
     return dict(steps=steps, batch=batch, seq=seq, ttt_steps=ttt_steps, lr=lr, skipped_nonfinite=skipped,
                 final_loss=sum(losses[-20:])/max(1, len(losses[-20:])), seconds=round(time.time()-t0, 1))
 
-# %% ../nbs/01a_zoo.ipynb #0aecba29
-@torch.no_grad()
-def agreement_per_window(target, draft:Eagle3Draft, windows, # [B, T] held-out token windows
-                         wirings:dict, # name -> resid layers (None entries feed zeros)
-                         steps:int=4)->dict:
-    "Per wiring, a [B, steps] tensor: per window, the fraction of positions where the draft's top token is the target's greedy token."
-    out = target(input_ids=windows, output_hidden_states=True)
-    hs, greedy = out.hidden_states, out.logits.argmax(-1)
-    T, res = windows.shape[1], {}
-    for name, layers in wirings.items():
-        feats = torch.cat([hs[k] if k is not None else torch.zeros_like(hs[0]) for k in layers], -1)
-        res[name] = torch.stack([(draft.to_target_ids(logits[:, :T-1-k].argmax(-1)) == greedy[:, 1+k:]).float().mean(1)
-                                 for k, logits in enumerate(ttt_forward(draft, feats, windows, steps))], 1)
-    return res
-
+# %% ../nbs/01a_zoo.ipynb #623fd338
 def teacher_forced_agreement(target, draft:Eagle3Draft, windows, wirings:dict, steps:int=4)->dict:
     "Per wiring, the fraction of positions where the draft's top token equals the target's greedy token, per step."
     return {n: [round(float(x), 4) for x in a.mean(0)] for n, a in agreement_per_window(target, draft, windows, wirings, steps).items()}

@@ -44,7 +44,7 @@ def tiny_draft_config(vocab=96, draft_vocab=48, hidden=32, target_hidden=32, **e
 
 def random_draft(cfg, seed=0):
     "A random-init draft with a real (sorted, in-range) vocabulary map."
-    from eagle3_workbench.models import Eagle3Draft, DraftConfig
+    from eagle3_workbench.draft import Eagle3Draft, DraftConfig
     torch.manual_seed(seed)
     d = Eagle3Draft(DraftConfig.from_dict(cfg))
     for p in d.parameters(): torch.nn.init.normal_(p, std=0.2)
@@ -54,3 +54,47 @@ def random_draft(cfg, seed=0):
 
 @pytest.fixture
 def llama_dir(tmp_path): return save_tiny_target(tmp_path/'target', 'llama')
+
+_SCRATCH = []
+
+def scratch()->Path:
+    "A fresh empty folder, removed when the process exits (notebooks have no `tmp_path`)."
+    import tempfile
+    if not _SCRATCH: _SCRATCH.append(tempfile.TemporaryDirectory(prefix='eagle3-workbench-'))
+    return Path(tempfile.mkdtemp(dir=_SCRATCH[0].name))
+
+def tiny_pair(path, arch='llama', vocab=96, draft_vocab=48, seed=0):
+    "A random-init 6-layer target of `arch` and a random draft fed resid[2, 3, 4], written under `path` and loaded as a pair."
+    from eagle3_workbench.loading import save_draft, load_pair
+    path = Path(path)
+    save_tiny_target(path/arch, arch, vocab=vocab, seed=seed)
+    cfg = tiny_draft_config(vocab=vocab, draft_vocab=draft_vocab)
+    save_draft(random_draft(cfg, seed), path/f'{arch}-draft', cfg)
+    return load_pair(str(path/arch), str(path/f'{arch}-draft'))
+
+def random_prompts(n, vocab=96, length=10, seed=0):
+    "`n` random token-id prompts."
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, vocab, (length,), generator=g).tolist() for _ in range(n)]
+
+def planted(edit_config=None, edit_weights=None, path=None, draft='zoo:tiny-dsv3-eagle3', target='zoo:tiny-dsv3', engine='sglang'):
+    "A copy of a zoo draft with its config or weights changed (under `path`, default a new temporary folder), loaded as a pair."
+    import shutil
+    from safetensors.torch import load_file, save_file
+    from eagle3_workbench.loading import load_pair, resolve_path
+    d = Path(path or scratch())/'draft'
+    shutil.copytree(resolve_path(draft), d, ignore=shutil.ignore_patterns('training_dump'))
+    if edit_config:
+        cfg = json.loads((d/'config.json').read_text()); edit_config(cfg); (d/'config.json').write_text(json.dumps(cfg))
+    if edit_weights:
+        sd = load_file(d/'model.safetensors'); edit_weights(sd); save_file(sd, d/'model.safetensors')
+    return load_pair(target, str(d), engine=engine)
+
+def aux_ids(*ids):
+    "A config edit for `planted`: write the nested aux layer ids."
+    def edit(cfg): cfg['eagle_config']['eagle_aux_hidden_state_layer_ids'] = list(ids)
+    return edit
+
+def error_codes(d):
+    "The codes of a diagnosis's error-severity findings."
+    return {f.code for f in d.findings if f.severity == 'error'}

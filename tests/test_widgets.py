@@ -1,7 +1,7 @@
 "The stepper driven by .click(): the session advances, the panels change, errors show in the UI."
 import pytest, torch
 from conftest import save_tiny_target, tiny_draft_config, random_draft
-from eagle3_workbench.models import save_draft, load_pair
+from eagle3_workbench.loading import save_draft, load_pair
 from eagle3_workbench.capture import live_hooks
 from eagle3_workbench.widgets import stepper
 

@@ -2,7 +2,8 @@
 import json, math
 from pathlib import Path
 import pytest, torch
-from eagle3_workbench.models import load_target, load_draft, load_pair, resolve_path, zoo_root, ModelLoadError
+from eagle3_workbench.loading import load_target, load_draft, load_pair, resolve_path, zoo_root
+from eagle3_workbench.draft import ModelLoadError
 from eagle3_workbench.conventions import engine_readings
 from eagle3_workbench.zoo import build_zoo, ZooRecipe, PAIRS
 from eagle3_workbench.doctor import read_training_dump
