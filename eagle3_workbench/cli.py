@@ -37,7 +37,8 @@ def _unit(s):
     return v
 
 # %% ../nbs/09_cli.ipynb #1cab204d
-ENGINES = ['sglang', 'sglang-legacy', 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid']
+from .conventions import _WIRING_ENGINES   # the standard library only: --help stays fast
+ENGINES = list(_WIRING_ENGINES)
 OPTION_OF = {'speculative_num_steps': '--steps', 'speculative_eagle_topk': '--topk', 'speculative_num_draft_tokens': '--num-draft-tokens',
              'top_p': '--top-p', 'temperature': '--temperature'}   # engine settings as the user typed them
 
@@ -164,13 +165,26 @@ def _zoo(a)->int:
     from eagle3_workbench import zoo
     return zoo.main([a.action] + (['--out', a.out] if a.out else []) + (['--quick'] if a.quick else []))
 
+# %% ../nbs/09_cli.ipynb #ea2a67f0
+def _compare(a)->int:
+    from eagle3_workbench.observed import compare_command
+    settings = dict(speculative_num_steps=a.steps, speculative_eagle_topk=a.topk, speculative_num_draft_tokens=a.num_draft_tokens,
+                    temperature=a.temperature, top_p=a.top_p)
+    out, code = compare_command(a.observed, a.target, a.draft, a.prompts, a.n_prompts, json_out=a.json, before=a.before,
+                                engine=a.engine, max_new_tokens=a.max_new_tokens, same_prompts=not a.other_prompts,
+                                threads=a.threads, **settings)
+    if code == EXIT_BAD_INPUT and not a.json:
+        print(f"eagle3-workbench compare: {_in_user_terms(out)}", file=sys.stderr)
+    else: print(out)
+    return code
+
 # %% ../nbs/09_cli.ipynb #5a2112cf
 def parser()->argparse.ArgumentParser:
     "The `eagle3-workbench` argument parser."
     ap = argparse.ArgumentParser(prog='eagle3-workbench', description=(
         'Find EAGLE-3 hidden-state wiring faults: which target layers feed your draft, what each engine makes of '
         'its config, and what acceptance you get. Every command runs on the embedded zoo pair by default.'),
-        epilog='Exit codes: 0 ok, 1 the check failed, 2 bad input.')
+        epilog='Exit codes: 0 ok, 1 the check failed, 2 bad input (compare: 3 not enough evidence).')
     sub = ap.add_subparsers(dest='command', required=True, metavar='COMMAND')
     r = sub.add_parser('run', help='speculative decoding on a pair and prompt set; prints accept length and acceptance',
                        description='Run EAGLE-3 speculative decoding in-process and print SGLang/vLLM-style acceptance metrics.')
@@ -222,6 +236,28 @@ def parser()->argparse.ArgumentParser:
     w.add_argument('--model-type', help='target model_type (decides the SGLang rule for DeepSeek/Kimi)')
     w.add_argument('--json', action='store_true')
     w.set_defaults(func=_wiring)
+    c = sub.add_parser('compare', help="hold a deployment's acceptance numbers against what the pair should accept",
+                       description="Read what vLLM or SGLang printed about acceptance, run the pair in-process on the same prompts and "
+                                   "settings, and say whether the deployment accepts what it should (per draft position, with intervals). "
+                                   "Exit codes: 0 as expected, 1 below expectation, 2 bad input, 3 not enough evidence.")
+    c.add_argument('--observed', required=True, help="the deployment's numbers: a vLLM /metrics scrape, vLLM per-request metrics or log, "
+                                                     "SGLang responses (meta_info), server info or decode log")
+    c.add_argument('--before', help='vLLM /metrics: an earlier scrape to subtract')
+    c.add_argument('--target', default='zoo:tiny-dsv3', help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
+    c.add_argument('--draft', default=None, help='draft directory (default: the zoo draft of the target)')
+    c.add_argument('--engine', default=None, choices=ENGINES, help="whose reading of the draft config wires the expectation (default: the deployment's engine)")
+    c.add_argument('--prompts', help='the prompts the deployment served (.jsonl / .txt; default: the zoo prompts)')
+    c.add_argument('--n-prompts', type=_at_least(1), default=None)
+    c.add_argument('--other-prompts', action='store_true', help='the deployment served other prompts than --prompts (wider intervals)')
+    c.add_argument('--max-new-tokens', type=_at_least(1), default=None, help="default: the longest completion the output reports, else 32")
+    c.add_argument('--steps', type=_at_least(1), default=None, help='speculative_num_steps (default: from the output)')
+    c.add_argument('--topk', type=_at_least(1), default=None)
+    c.add_argument('--num-draft-tokens', type=_at_least(2), default=None)
+    c.add_argument('--temperature', type=_at_least(0.0, float), default=None)
+    c.add_argument('--top-p', type=_unit, default=None)
+    c.add_argument('--json', action='store_true')
+    _add_threads(c)
+    c.set_defaults(func=_compare)
     z = sub.add_parser('zoo', help='list, locate or rebuild the embedded models')
     z.add_argument('action', choices=['list', 'path', 'build'])
     z.add_argument('--out'); z.add_argument('--quick', action='store_true')

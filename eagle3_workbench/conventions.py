@@ -130,15 +130,16 @@ _SGL_EMBED = "SGLang 0.5.6 crashed on it for llama and deepseek targets (residua
 class _Engine(NamedTuple):
     name: str        # as shown to the user
     convention: str  # how it reads ids
-    reads: str|None  # which of `_FIELDS` it reads; None: it ignores the config
+    reads: str|None  # which of `_FIELDS` it reads ('top_level+nested': the top level, else the nested field); None: ignores the config
     embed_note: str  # extra words when it would capture resid[0]
 
 _ENGINES = {
-    'sglang':         _Engine('SGLang <PR#25454',       'sglang',         'nested',    _SGL_EMBED),
-    'sglang-pr25454': _Engine('SGLang >=PR#25454',      'sglang-pr25454', 'nested',    _SGL_EMBED),
-    'vllm':           _Engine('vLLM',                   'vllm',           'top_level', ''),
-    'specforge':      _Engine('SpecForge (HF capture)', 'specforge',      'nested',    ''),
-    'eagle':          _Engine('EAGLE authors',          'eagle',          None,        ''),
+    'sglang':         _Engine('SGLang <PR#25454',       'sglang',         'nested',           _SGL_EMBED),
+    'sglang-pr25454': _Engine('SGLang >=PR#25454',      'sglang-pr25454', 'nested',           _SGL_EMBED),
+    'vllm':           _Engine('vLLM 0.32',              'vllm',           'top_level+nested', ''),
+    'vllm-legacy':    _Engine('vLLM top-level only',    'vllm',           'top_level',        ''),
+    'specforge':      _Engine('SpecForge (HF capture)', 'specforge',      'nested',           ''),
+    'eagle':          _Engine('EAGLE authors',          'eagle',          None,               ''),
 }
 
 # %% ../nbs/00_conventions.ipynb #12731d0f
@@ -146,20 +147,25 @@ def _idx(xs): return '[' + ', '.join(map(str, xs)) + ']'
 
 def _read(cfg_ids, n, eng):
     "One `EngineReading` for engine `eng` (an `_Engine`) given `read_aux_ids` output `cfg_ids`."
-    other = {'nested': 'top_level', 'top_level': 'nested'}.get(eng.reads)
-    ids = cfg_ids[eng.reads] if eng.reads else None
-    if eng.reads == 'top_level' and ids == []: ids = None  # vLLM treats an empty list as absent
+    reads = eng.reads
+    if reads == 'top_level+nested':   # vLLM 0.32: the top-level ids, else the nested ones (both verbatim)
+        reads = 'top_level' if cfg_ids['top_level'] else 'nested'
+    other = {'nested': 'top_level', 'top_level': 'nested'}.get(reads)
+    ids = cfg_ids[reads] if reads else None
+    if eng.convention == 'vllm' and ids == []: ids = None  # vLLM treats an empty list as absent
     probs, default = [], default_resid_layers(n)
     if ids is None:
         resid, field_, source = default, 'hard-coded default', 'default'
         given = {k: v for k, v in cfg_ids.items() if v is not None}
         if eng.reads is None and given:
             probs.append(f"{eng.name}' code ignores the config ids: it always captures resid{_idx(default)}")
-        elif other and cfg_ids[other] is not None:
-            probs.append(f"{eng.name} reads only {_FIELDS[eng.reads]}; {_FIELDS[other]} {cfg_ids[other]} is silently "
+        elif other and cfg_ids[other] is not None and eng.reads != 'top_level+nested':
+            probs.append(f"{eng.name} reads only {_FIELDS[reads]}; {_FIELDS[other]} {cfg_ids[other]} is silently "
                          f"ignored, so it feeds its default resid{_idx(default)}")
     else:
-        resid, field_, source = to_resid(ids, eng.convention, n), _FIELDS[eng.reads], 'config'
+        resid, field_, source = to_resid(ids, eng.convention, n), _FIELDS[reads], 'config'
+        if eng.reads == 'top_level+nested' and reads == 'top_level' and cfg_ids['nested'] not in (None, ids):
+            probs.append(f"{eng.name} reads {_FIELDS['top_level']} first; {_FIELDS['nested']} {cfg_ids['nested']} is ignored")
     for k, r in zip(ids or resid, resid):
         if r < 0: probs.append(f"id {k} maps to resid[{r}], which does not exist: never captured")
         elif r >= n: probs.append(f"id {k} maps to resid[{r}]: the capture loop stops before layer {n}, so it is "
@@ -212,11 +218,11 @@ class Wiring:
     reason: str          # one sentence: where the ids came from and how they were translated
     problems: list = field(default_factory=list)   # one sentence per problem of this engine's reading (ids never captured, ...)
 
-_WIRING_ENGINES = ('sglang', 'sglang-legacy', 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid')
+_WIRING_ENGINES = ('sglang', 'sglang-legacy', 'sglang-pr25454', 'vllm', 'vllm-legacy', 'specforge', 'eagle', 'resid')
 
 def resolve_wiring(draft_config:dict, # a draft config.json, as a dict
                    n_layers:int, # number of decoder layers of the target (N)
-                   engine:str='sglang', # 'sglang' (SGLang's current rule for this target), 'sglang-legacy' (before PR #25454), 'sglang-pr25454', 'vllm', 'specforge', 'eagle', 'resid'
+                   engine:str='sglang', # 'sglang' (SGLang's current rule for this target), 'sglang-legacy' (before PR #25454), 'sglang-pr25454', 'vllm' (0.32: top level, else nested), 'vllm-legacy' (top level only), 'specforge', 'eagle', 'resid'
                    target_model_type:str|None=None, # the target's `model_type`; picks SGLang's rule
                   )->Wiring: # the resid indices fed, and why
     "The resid indices `engine` feeds the draft described by `draft_config`."

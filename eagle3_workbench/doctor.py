@@ -35,6 +35,7 @@ CODES = {
     'HIDDEN_SIZE_MISMATCH': 'fc input width != number of aux layers x target hidden size',
     'NONFINITE': 'NaN or Inf in a captured stage',
     'LOW_ACCEPTANCE': 'acceptance is low with no identified cause',
+    'DEPLOYMENT_BELOW_EXPECTATION': 'the deployment accepts significantly less than the pair in-process on the same prompts (`observed` chapter)',
     'DUMP_INVALID': 'the training dump cannot be used as evidence',
     'CAPTURE_INVALID': 'the deployment capture cannot be used as evidence',
 }

@@ -10,7 +10,8 @@ from eagle3_workbench.conventions import (CONVENTIONS, EngineReading, Wiring, de
 
 FIXTURES = Path(__file__).parent / 'fixtures' / 'draft-configs'
 KEY = 'eagle_aux_hidden_state_layer_ids'
-ENGINES = ['SGLang <PR#25454', 'SGLang >=PR#25454', 'vLLM', 'SpecForge (HF capture)', 'EAGLE authors']
+ENGINES = ['SGLang <PR#25454', 'SGLang >=PR#25454', 'vLLM 0.32', 'vLLM top-level only', 'SpecForge (HF capture)', 'EAGLE authors']
+OLD_VLLM, VLLM = 'vLLM top-level only', 'vLLM 0.32'   # before and since the nested fallback (vLLM 0.32.0, checked on a real engine)
 
 
 def load(name): return json.loads((FIXTURES / name).read_text())
@@ -223,7 +224,7 @@ def test_readings_are_engine_readings():
     rs = engine_readings(load('specforge-deepseek-v3-671b-eagle3.json'), 61)
     assert [r.engine for r in rs] == ENGINES
     assert all(isinstance(r, EngineReading) for r in rs)
-    assert [r.convention for r in rs] == ['sglang', 'sglang-pr25454', 'vllm', 'specforge', 'eagle']
+    assert [r.convention for r in rs] == ['sglang', 'sglang-pr25454', 'vllm', 'vllm', 'specforge', 'eagle']
 
 
 @pytest.mark.parametrize('mt', [None, 'deepseek_v3', 'kimi_k2'])
@@ -233,12 +234,15 @@ def test_deepseek_v3_specforge_config(mt):
         r = rs[e]
         assert (r.ids, r.source, r.resid, r.fed, r.problems) == ((1, 29, 57), 'config', (2, 30, 58), (2, 30, 58), [])
         assert r.field == 'eagle_config.eagle_aux_hidden_state_layer_ids'
-    v = rs['vLLM']
+    v = rs[OLD_VLLM]
     assert (v.ids, v.source, v.field, v.resid, v.fed) == (None, 'default', 'hard-coded default', (2, 30, 58), (2, 30, 58))
     assert len(v.problems) == 1 and 'ignored' in v.problems[0] and 'eagle_config' in v.problems[0]
+    v = rs[VLLM]   # vLLM 0.32 reads the nested ids verbatim: one layer early in every chunk
+    assert (v.ids, v.source, v.field, v.fed, v.problems) == ((1, 29, 57), 'config', 'eagle_config.eagle_aux_hidden_state_layer_ids', (1, 29, 57), [])
     ea = rs['EAGLE authors']
     assert (ea.source, ea.fed) == ('default', (2, 30, 58)) and 'ignores' in ea.problems[0]
-    assert disagreements(list(rs.values())) == []
+    d = disagreements(list(rs.values()))
+    assert len(d) == 1 and d[0].startswith('vLLM 0.32 feeds resid[1, 29, 57]')
 
 
 @pytest.mark.parametrize('mt', [None, 'kimi_k25', 'kimi_k2', 'deepseek_v3', 'deepseek_v2'])
@@ -248,7 +252,8 @@ def test_kimi_draft_capture_before(mt):
     assert rs['SGLang >=PR#25454'].fed == (2, 30, 58)
     assert rs['SGLang >=PR#25454'].convention == 'sglang-pr25454'
     assert rs['SpecForge (HF capture)'].fed == (3, 31, 59)
-    assert rs['vLLM'].fed == (2, 30, 58) and rs['vLLM'].source == 'default'
+    assert rs[OLD_VLLM].fed == (2, 30, 58) and rs[OLD_VLLM].source == 'default'
+    assert rs[VLLM].fed == (2, 30, 58) and rs[VLLM].source == 'config'   # written "capture before": vLLM 0.32 reads it as meant
     assert disagreements(list(rs.values()))
 
 
@@ -265,14 +270,15 @@ def test_gpt_oss():
     assert rs['SGLang <PR#25454'].fed == (2, 18, 34)
     assert rs['SGLang >=PR#25454'].fed == (2, 18, 34)
     assert rs['SpecForge (HF capture)'].fed == (2, 18, 34)
-    assert rs['vLLM'].fed == (2, 18, 33) and rs['vLLM'].source == 'default'
+    assert rs[OLD_VLLM].fed == (2, 18, 33) and rs[OLD_VLLM].source == 'default'
+    assert rs[VLLM].fed == (1, 17, 33) and rs[VLLM].source == 'config'
     d = disagreements(list(rs.values()))
-    assert len(d) == 1 and 'vLLM' in d[0] and 'SGLang <PR#25454' in d[0]
+    assert len(d) == 2 and all('SGLang <PR#25454' in x for x in d) and any(x.startswith(VLLM) for x in d)
     # the same list written at the top level: vLLM reads it verbatim
     top = by_engine({KEY: [1, 17, 33]}, 36, 'gpt_oss')
-    assert (top['vLLM'].source, top['vLLM'].field, top['vLLM'].fed) == (
-        'config', 'eagle_aux_hidden_state_layer_ids (top level)', (1, 17, 33))
-    assert top['vLLM'].problems == []
+    for e in (VLLM, OLD_VLLM):
+        assert (top[e].source, top[e].field, top[e].fed) == ('config', 'eagle_aux_hidden_state_layer_ids (top level)', (1, 17, 33))
+        assert top[e].problems == []
     # and SGLang, which reads only the nested field, now falls back to its default
     assert top['SGLang <PR#25454'].fed == (2, 18, 33) and top['SGLang <PR#25454'].source == 'default'
     assert 'ignored' in top['SGLang <PR#25454'].problems[0]
@@ -298,12 +304,12 @@ def test_unreachable_resid_n():
     assert r.fed == (2, 16) and len(r.fed) == 2
     assert any('resid[32]' in p and 'never captured' in p for p in r.problems)
     assert any('2 states' in p for p in r.problems)
-    # vLLM ignores the nested field: the default, all reachable
-    assert rs['vLLM'].fed == (2, 16, 29)
+    # an older vLLM ignores the nested field: the default, all reachable; vLLM 0.32 reads it verbatim, also reachable
+    assert rs[OLD_VLLM].fed == (2, 16, 29) and rs[VLLM].fed == (1, 15, 31)
 
 
 def test_unreachable_vllm_top_level():
-    r = by_engine({KEY: [2, 16, 32]}, 32)['vLLM']
+    r = by_engine({KEY: [2, 16, 32]}, 32)[VLLM]
     assert (r.resid, r.fed) == ((2, 16, 32), (2, 16))
     assert any('2 states' in p for p in r.problems)
 
@@ -318,7 +324,7 @@ def test_minus_one_is_embedding_under_sglang():
 
 
 def test_negative_id_never_captured_by_vllm():
-    r = by_engine({KEY: [-1, 16, 29]}, 32)['vLLM']
+    r = by_engine({KEY: [-1, 16, 29]}, 32)[VLLM]
     assert (r.resid, r.fed) == ((-1, 16, 29), (16, 29))
     assert any('resid[-1]' in p for p in r.problems)
 
@@ -333,7 +339,7 @@ def test_unsorted_and_repeated_ids_arrive_in_layer_order():
 
 def test_empty_lists():
     rs = by_engine({KEY: [], 'eagle_config': {KEY: []}}, 32)
-    assert rs['vLLM'].fed == (2, 16, 29) and rs['vLLM'].source == 'default'  # vLLM: empty list = absent
+    for e in (VLLM, OLD_VLLM): assert rs[e].fed == (2, 16, 29) and rs[e].source == 'default'  # vLLM: empty list = absent
     assert rs['SGLang <PR#25454'].fed == () and any('empty' in p for p in rs['SGLang <PR#25454'].problems)
 
 
@@ -350,7 +356,8 @@ def test_disagreements_format():
 RESOLVE = [
     ('specforge-deepseek-v3-671b-eagle3.json', 61, 'sglang', 'deepseek_v3', (2, 30, 58), 'sglang-pr25454'),
     ('specforge-deepseek-v3-671b-eagle3.json', 61, 'sglang', None, (2, 30, 58), 'sglang'),
-    ('specforge-deepseek-v3-671b-eagle3.json', 61, 'vllm', 'deepseek_v3', (2, 30, 58), 'vllm'),
+    ('specforge-deepseek-v3-671b-eagle3.json', 61, 'vllm', 'deepseek_v3', (1, 29, 57), 'vllm'),
+    ('specforge-deepseek-v3-671b-eagle3.json', 61, 'vllm-legacy', 'deepseek_v3', (2, 30, 58), 'vllm-legacy'),
     ('specforge-deepseek-v3-671b-eagle3.json', 61, 'specforge', None, (2, 30, 58), 'specforge'),
     ('kimi-k2.5-eagle3-reconstructed.json', 61, 'sglang', 'kimi_k25', (2, 30, 58), 'sglang-pr25454'),
     ('kimi-k2.5-eagle3-reconstructed.json', 61, 'sglang', 'kimi_k2', (2, 30, 58), 'sglang-pr25454'),
@@ -360,7 +367,8 @@ RESOLVE = [
     ('kimi-k2.5-eagle3-reconstructed.json', 61, 'resid', None, (2, 30, 58), 'resid'),
     ('kimi-k2.5-eagle3-reconstructed.json', 61, 'eagle', None, (2, 30, 58), 'eagle'),
     ('specforge-gpt-oss-120B-eagle3.json', 36, 'sglang', 'gpt_oss', (2, 18, 34), 'sglang'),
-    ('specforge-gpt-oss-120B-eagle3.json', 36, 'vllm', 'gpt_oss', (2, 18, 33), 'vllm'),
+    ('specforge-gpt-oss-120B-eagle3.json', 36, 'vllm', 'gpt_oss', (1, 17, 33), 'vllm'),
+    ('specforge-gpt-oss-120B-eagle3.json', 36, 'vllm-legacy', 'gpt_oss', (2, 18, 33), 'vllm-legacy'),
     ('specforge-gpt-oss-120B-eagle3.json', 36, 'resid', None, (1, 17, 33), 'resid'),
     ('specforge-llama3-8B-eagle3.json', 32, 'sglang', 'llama', (2, 16, 29), 'sglang'),
     ('specforge-llama3-8B-eagle3.json', 32, 'vllm', 'llama', (2, 16, 29), 'vllm'),
@@ -400,7 +408,8 @@ def test_wiring_table():
     for col in ['engine', 'field', 'ids', 'resid fed', 'problems']: assert col in lines[0]
     rows = {e: next(l for l in lines if l.startswith(e)) for e in ENGINES}
     assert '[2, 18, 34]' in rows['SGLang <PR#25454'] and '[1, 17, 33]' in rows['SGLang <PR#25454']
-    assert '[2, 18, 33]' in rows['vLLM'] and 'hard-coded default' in rows['vLLM'] and 'ignored' in rows['vLLM']
+    assert '[2, 18, 33]' in rows[OLD_VLLM] and 'hard-coded default' in rows[OLD_VLLM] and 'ignored' in rows[OLD_VLLM]
+    assert '[1, 17, 33]' in rows[VLLM] and 'eagle_config' in rows[VLLM]
 
 
 def test_wiring_table_one_line_per_engine_when_clean():
