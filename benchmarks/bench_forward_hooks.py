@@ -14,8 +14,9 @@ def _records(folder:Path)->int:
     return sum(len(f.read_text().splitlines()) for f in folder.glob('rank*/records.jsonl'))
 
 def run(quick:bool=False)->dict:
-    from eagle3_workbench.models import load_target
-    from eagle3_workbench.sglang import forward_hooks_json, attach_forward_hooks, _flush_all
+    from eagle3_workbench.loading import load_target
+    from eagle3_workbench.sglang import forward_hooks_json, attach_forward_hooks
+    from eagle3_workbench.sglang.hook import _flush_all
     p = pair('tiny-dsv3')
     n = p.n_layers
     wired = list(zoo().trained('tiny-dsv3-eagle3', n))

@@ -91,9 +91,9 @@ class SGLangNamed(torch.nn.Module):
 def wide_pair(args, device):
     import torch
     from transformers import LlamaConfig, AutoModelForCausalLM
-    from eagle3_workbench.models import Eagle3Draft, DraftConfig
+    from eagle3_workbench.draft import Eagle3Draft, DraftConfig
     from eagle3_workbench.conventions import default_resid_layers
-    from eagle3_workbench.sglang import draft_config_edit
+    from eagle3_workbench.conventions import draft_config_edit
     h, heads, kv, hd = args.hidden, args.heads, args.kv_heads, args.hidden // args.heads
     dtype = torch.bfloat16 if device == 'cuda' else torch.float32
     torch.manual_seed(0)
@@ -119,7 +119,7 @@ def wide_pair(args, device):
     return target, draft, f"random Llama {args.layers} x {h} ({n_params / 1e9:.1f} B params, {target.dtype})"
 
 def zoo_pair(device):
-    from eagle3_workbench.models import load_pair
+    from eagle3_workbench.loading import load_pair
     p = load_pair('zoo:tiny-dsv3', 'zoo:tiny-dsv3-eagle3', device=device)
     return p.target.eval(), p.draft.eval(), f"zoo:tiny-dsv3 ({p.n_layers} layers x hidden {p.target.config.hidden_size}, fp32)"
 
@@ -143,7 +143,8 @@ def records_in(folder:Path)->int:
 def check_against_hidden_states(target, hooks:dict, every:set, folder:Path, ids, layers)->dict:
     "One hooked pass that also returns transformers' hidden_states: the hook's resid[k] per-token norms against them."
     import torch
-    from eagle3_workbench.sglang import read_hook_folder, _flush_all
+    from eagle3_workbench.sglang import read_hook_folder
+    from eagle3_workbench.sglang.hook import _flush_all
     switch_to(hooks, every)
     try:
         with torch.no_grad(): hs = target(input_ids=ids, use_cache=False, output_hidden_states=True).hidden_states
@@ -160,7 +161,8 @@ def check_against_hidden_states(target, hooks:dict, every:set, folder:Path, ids,
 
 def run_case(name, target, draft, label, args, device, register, tmp:Path)->dict:
     import torch
-    from eagle3_workbench.sglang import forward_hooks_json, _flush_all
+    from eagle3_workbench.sglang import forward_hooks_json
+    from eagle3_workbench.sglang.hook import _flush_all
     from eagle3_workbench.conventions import default_resid_layers
     n = target.config.num_hidden_layers
     wired = list(default_resid_layers(n))

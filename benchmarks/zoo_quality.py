@@ -7,14 +7,14 @@ wirings of the calibration list; every run is also checked lossless against targ
 """
 import argparse, re, time
 from eagle3_workbench.loading import load_pair, zoo_root
-from eagle3_workbench.engine import run_prompts, zoo_prompts
+from eagle3_workbench.engine import run_prompts, read_prompts
 from eagle3_workbench.zoo import wrong_wirings
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--prompts', type=int, default=24); ap.add_argument('--tokens', type=int, default=32)
     a = ap.parse_args()
-    prompts = zoo_prompts(a.prompts)
+    prompts = read_prompts(n=a.prompts)
     L = ['## Accept length on held-out prompts', '',
          f"Greedy chain drafting (speculative_num_steps 5, top-k 1), {len(prompts)} held-out prompts x {a.tokens} new tokens; "
          'accept length counts the bonus token (SGLang\'s definition), 95% bootstrap interval over prompts; '

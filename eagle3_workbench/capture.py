@@ -9,7 +9,7 @@ from fnmatch import fnmatch
 from typing import NamedTuple
 import torch
 from torch import nn
-from .models import target_parts
+from .loading import target_parts
 from .points import POINTS, TARGET_POINTS, DRAFT_POINTS, RESID_SPEC, resid_indices, family, matcher, first_tensor
 from .records import Record, tensor_stats, fingerprint, load_tensor, load_records, _ShardWriter, _dtype
 # names that lived here before the points and records chapters, still importable from here

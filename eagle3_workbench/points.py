@@ -19,7 +19,7 @@ __all__ = ['TARGET_POINTS', 'DRAFT_POINTS', 'MODULE_POINTS', 'POINTS', 'RESID_SP
 # %% ../nbs/00a_points.ipynb #481a15dd
 class Point(NamedTuple):
     "One fixed hook point: where the in-process capture reads it, its place in the pipeline, and what it is."
-    module: str   # target: a `models.target_parts` key; draft: a `get_submodule` path in `Eagle3Draft`
+    module: str   # target: a `loading.target_parts` key; draft: a `get_submodule` path in `Eagle3Draft`
     read: str     # 'in': the module's first input (forward pre-hook); 'out': the first tensor of its output (forward hook)
     stage: float  # place along the pipeline, target embedding to draft logits: figures list points in this order
     doc: str      # what the tensor is

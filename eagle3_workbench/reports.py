@@ -47,7 +47,7 @@ def check_report_input(out, # the HTML file to write
         if isinstance(v, str) and not v.startswith('zoo:') and not Path(v).expanduser().exists():
             raise ReportError(f"parameter {k}: {v}: no such file or directory", bad_input=True)
     try:   # the model configs (cheap; the weights are read in the kernel)
-        from eagle3_workbench.models import read_config, resolve_path
+        from eagle3_workbench.loading import read_config, resolve_path
         for k in ('target', 'draft'):
             if parameters.get(k) is not None: read_config(resolve_path(parameters[k]))
     except ValueError as e: raise ReportError(f"parameter {k}: {e}", bad_input=True) from None

@@ -24,13 +24,13 @@ class Stepper:
                  prompt:str|None=None, # initial prompt text; default: the first zoo prompt
                  points=('target.resid[*]', 'target.logits', 'draft.*'), # what the capture records
                  **settings):
-        from eagle3_workbench.models import load_pair
-        from eagle3_workbench.engine import zoo_prompts
+        from eagle3_workbench.loading import load_pair
+        from eagle3_workbench.engine import read_prompts
         self.pair = pair or load_pair()
         self.capture = Capture(self.pair.target, self.pair.draft, points=list(points), mode='stats')
         self.session = Session(self.pair, capture=self.capture, **settings)
         s = self.session.settings
-        self.prompt = W.Textarea(value=prompt if prompt is not None else zoo_prompts(1)[0], layout=W.Layout(width='100%', height='80px'))
+        self.prompt = W.Textarea(value=prompt if prompt is not None else read_prompts(n=1)[0], layout=W.Layout(width='100%', height='80px'))
         self.buttons = {n: W.Button(description=n) for n in ('Extend', 'Draft', 'Verify', 'Step', 'Run N', 'Reset')}
         self.run_n = W.BoundedIntText(value=16, min=1, max=4096, description='N tokens', layout=W.Layout(width='160px'))
         self.steps = W.BoundedIntText(value=s.speculative_num_steps, min=0, max=64, description='steps')

@@ -10,7 +10,7 @@ the interpreter that runs this script (it needs a package index), or do it yours
 Two pairs are checked, each through both doors:
 
 - `zoo`: the zoo pair `zoo:tiny-dsv3` + `zoo:tiny-dsv3-eagle3` (a DeepSeek-V3-architecture target with MLA and MoE,
-  and its EAGLE-3 draft), found with `eagle3_workbench.models.resolve_path`.
+  and its EAGLE-3 draft), found with `eagle3_workbench.loading.resolve_path`.
 - `wide`: a randomly initialised EAGLE-3 draft at hidden size 7168 (DeepSeek-V3's width: 56 heads of 128, 8 KV heads).
   SGLang hands the target's embedding to an EAGLE-3 draft, so the draft needs a target of the same width: a
   randomly initialised 4-layer Llama at hidden 7168 is written next to it (on the GPU, in bf16, about 1 GB). The
@@ -73,15 +73,16 @@ def require_gpu_and_sglang():
 # ------------------------------------------------------------------------------------------------------------------
 
 def zoo_pair():
-    from eagle3_workbench.models import resolve_path
+    from eagle3_workbench.loading import resolve_path
     return resolve_path('zoo:tiny-dsv3'), resolve_path('zoo:tiny-dsv3-eagle3')
 
 def wide_pair(out:Path, n_layers=4, resid=(1, 2, 3), hidden=7168):
     "A random 4-layer Llama target and a random EAGLE-3 draft, both at hidden 7168, written under `out`."
     import torch
     from transformers import LlamaConfig, AutoModelForCausalLM, AutoTokenizer
-    from eagle3_workbench.models import Eagle3Draft, DraftConfig, save_draft, resolve_path
-    from eagle3_workbench.sglang import draft_config_edit
+    from eagle3_workbench.draft import Eagle3Draft, DraftConfig
+    from eagle3_workbench.loading import save_draft, resolve_path
+    from eagle3_workbench.conventions import draft_config_edit
     tdir, ddir = out/'wide-target', out/'wide-draft-7168'
     if (tdir/'config.json').exists() and (ddir/'config.json').exists(): return tdir, ddir
     tok = None
@@ -120,7 +121,7 @@ def wide_pair(out:Path, n_layers=4, resid=(1, 2, 3), hidden=7168):
 def live_child(target:str, folder:str):
     import torch
     from eagle3_workbench.sglang import live_runner, compare_captures, presence_by_phase
-    from eagle3_workbench.models import load_target
+    from eagle3_workbench.loading import load_target
     from eagle3_workbench.capture import Capture
     cap = live_runner(target, folder, input_len=16, decode_steps=2, mem_fraction_static=0.3)
     say(cap.report()); say(presence_by_phase(cap))
@@ -149,7 +150,7 @@ def step_live(name, target, out):
 DUMPER_FILTER = r"name in ('input_ids', 'positions', 'seq_lens') or search(r'\.fc\.inputs', name) is not None"
 
 def step_server(name, target, draft, out, port, timeout, dumper=True):
-    from eagle3_workbench.models import read_config
+    from eagle3_workbench.loading import read_config
     from eagle3_workbench.conventions import resolve_wiring
     from eagle3_workbench.sglang import (forward_hooks_json, launch_command, read_hook_folder, presence_by_phase,
                                          read_server_log, read_dumper)

@@ -90,7 +90,7 @@ def compare_with_transformers(target, records, ids)->int:
     "Compare the resid[k] records of one prefill with transformers' on the same ids; 0 when every one is close."
     import torch
     from eagle3_workbench.sglang import compare_captures
-    from eagle3_workbench.models import load_target
+    from eagle3_workbench.loading import load_target
     from eagle3_workbench.capture import Capture
     model, _ = load_target(target)
     with Capture(model, points='target.resid[*]') as hf:
@@ -113,7 +113,7 @@ def stand_in_path()->str:
 
 def step_server(out:Path, port:int)->int:
     "A --forward-hooks server on CPU (target only), one request, the records compared with transformers."
-    from eagle3_workbench.models import resolve_path, read_config
+    from eagle3_workbench.loading import resolve_path, read_config
     from eagle3_workbench.conventions import resolve_wiring
     from eagle3_workbench.sglang import forward_hooks_json, launch_command, read_hook_folder, presence_by_phase, read_server_log
     target, draft = resolve_path('zoo:tiny-llama'), resolve_path('zoo:tiny-llama-eagle3')

@@ -72,7 +72,7 @@ def vllm_side(spec:dict)->dict:
 # the workbench side
 def draft_variant(name:str, work:Path)->str:
     "The zoo draft as shipped ('shipped'), or a copy whose config writes the ids elsewhere ('top:3,5,8', 'nested:1,4,6')."
-    from eagle3_workbench.models import resolve_path
+    from eagle3_workbench.loading import resolve_path
     src = resolve_path('zoo:tiny-llama-eagle3')
     if name == 'shipped': return str(src)
     where, ids = name.split(':'); ids = [int(x) for x in ids.split(',')]
@@ -89,10 +89,10 @@ def draft_variant(name:str, work:Path)->str:
 
 def expectation(draft:str, n_prompts:int, max_new_tokens:int)->dict:
     os.environ.setdefault('OMP_NUM_THREADS', '1')
-    from eagle3_workbench.models import load_pair, resolve_path
-    from eagle3_workbench.engine import run_prompts, zoo_prompts
+    from eagle3_workbench.loading import load_pair, resolve_path
+    from eagle3_workbench.engine import run_prompts, read_prompts
     pair = load_pair('zoo:tiny-llama', draft, engine='vllm')
-    prompts = zoo_prompts(n_prompts)
+    prompts = read_prompts(n=n_prompts)
     ids = [pair.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
     rep = run_prompts(pair, ids, max_new_tokens=max_new_tokens, speculative_num_steps=STEPS, progress=False)
     return dict(target=str(resolve_path('zoo:tiny-llama')), draft=draft, prompt_ids=ids, reason=pair.wiring.reason,
@@ -102,7 +102,7 @@ def expectation(draft:str, n_prompts:int, max_new_tokens:int)->dict:
 def fed_layers(fc_in:list, spec:dict)->list:
     "Which resid[k] each fc input chunk equals, from the target's hidden states on the same prompt (transformers)."
     import torch
-    from eagle3_workbench.models import load_pair
+    from eagle3_workbench.loading import load_pair
     pair = load_pair('zoo:tiny-llama', spec['draft'], engine='vllm')
     with torch.no_grad():
         hs = pair.target(torch.tensor([spec['prompt_ids'][0]]), output_hidden_states=True).hidden_states

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import pytest, torch
 
-from eagle3_workbench.models import zoo_root
+from eagle3_workbench.loading import zoo_root
 ZOO = zoo_root()
 
 # ---- builders: each takes the case folder and leaves in it what the case needs ----

@@ -80,7 +80,8 @@ def test_hook_variants_switch_cleanly(tmp_path):
     finally: sys.path.remove(str(ROOT/'benchmarks'))
     import torch
     from transformers import LlamaConfig, AutoModelForCausalLM
-    from eagle3_workbench.sglang import forward_hooks_json, attach_forward_hooks, read_hook_folder, _flush_all
+    from eagle3_workbench.sglang import forward_hooks_json, attach_forward_hooks, read_hook_folder
+    from eagle3_workbench.sglang.hook import _flush_all
     torch.manual_seed(0)
     m = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=4,
                                                      num_attention_heads=2, num_key_value_heads=1)).eval()

@@ -2,8 +2,8 @@
 import json
 import pytest, torch
 from torch import nn
-from eagle3_workbench.models import load_pair
-from eagle3_workbench.engine import Session, zoo_prompts
+from eagle3_workbench.loading import load_pair
+from eagle3_workbench.engine import Session, read_prompts
 from eagle3_workbench.sglang import forward_hooks_json, attach_forward_hooks, read_hook_folder
 from eagle3_workbench.doctor import diagnose, fed_from_capture
 
@@ -19,12 +19,12 @@ def deployment(tmp_path_factory):
     handles = attach_forward_hooks(pair.target, specs, role='target') + attach_forward_hooks(nn.ModuleDict({'model': pair.draft}), specs, role='draft')
     try:
         s = Session(pair, wiring=fault, speculative_num_steps=3)
-        s.extend(zoo_prompts(1)[0]); s.step()
+        s.extend(read_prompts(n=1)[0]); s.step()
     finally:
         for h in handles: h.remove()
     from eagle3_workbench.sglang.hook import _flush_all
     _flush_all()
-    return pair, tmp/'hooks', zoo_prompts(1)[0]   # the request the deployment served
+    return pair, tmp/'hooks', read_prompts(n=1)[0]   # the request the deployment served
 
 @pytest.mark.slow
 def test_doctor_finds_embedding_fault_from_deployment_capture(deployment):
@@ -33,7 +33,7 @@ def test_doctor_finds_embedding_fault_from_deployment_capture(deployment):
     records = read_hook_folder(folder).records
     fed, sim, findings = fed_from_capture(pair, records, prompt)
     assert fed == fault and findings == [] and all(sim['cosine'][c][k] > 0.999 for c, k in enumerate(fault))
-    d = diagnose(pair, zoo_prompts(24), deployment=records, deployment_prompt=prompt, accept=False)
+    d = diagnose(pair, read_prompts(n=24), deployment=records, deployment_prompt=prompt, accept=False)
     assert d.verdict == 'miswired' and 'AUX_EMBEDDING_CAPTURED' in d.codes and 'AUX_LAYERS_MISMATCH' in d.codes, str(d)
     assert d.configured == list(fault) and d.recommended['resid_layers'] == [2, 6, 9]
 

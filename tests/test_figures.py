@@ -316,7 +316,7 @@ def test_to_html_and_offline_setup():
 # --- a real session ------------------------------------------------------------------------------------------------
 
 def test_real_session_with_capture(tmp_path):
-    from eagle3_workbench.models import save_draft, load_pair
+    from eagle3_workbench.loading import save_draft, load_pair
     save_tiny_target(tmp_path/'t')
     cfg = tiny_draft_config()
     save_draft(random_draft(cfg), tmp_path/'d', cfg)

@@ -59,3 +59,13 @@ def test_real_configs_parse_and_build_scaled_down():
                  'num_attention_heads': 4, 'num_key_value_heads': min(4, raw.get('num_key_value_heads', 4)), 'head_dim': 16}
         d = Eagle3Draft(DraftConfig.from_dict(small))
         assert d.fc.weight.shape == (64, 192) and d.lm_head.weight.shape == (128, 64)
+
+def test_old_addresses_still_work():
+    "Code written before the split keeps working: `models` re-exports `draft` and `loading`; `sglang` re-exports `draft_config_edit`."
+    from eagle3_workbench import models, draft, loading, conventions, sglang
+    from eagle3_workbench.models import load_pair, Eagle3Draft, _unloadable
+    assert load_pair is loading.load_pair and Eagle3Draft is draft.Eagle3Draft and _unloadable is loading._unloadable
+    assert all(getattr(models, n) in (getattr(draft, n, None), getattr(loading, n, None)) for n in models.__all__)
+    from eagle3_workbench.sglang import draft_config_edit, ConfigEdit
+    assert draft_config_edit is conventions.draft_config_edit and ConfigEdit is conventions.ConfigEdit
+    assert sglang.launch.draft_config_edit is conventions.draft_config_edit

@@ -51,9 +51,9 @@ def test_vllm_counters_as_prometheus_client_writes_them():
 def runs():
     "The zoo pair, unfaulted, on the first prompts: the cycles a correct deployment would run."
     from eagle3_workbench.loading import load_pair
-    from eagle3_workbench.engine import Session, zoo_prompts
+    from eagle3_workbench.engine import Session, read_prompts
     s = Session(load_pair('zoo:tiny-dsv3'), speculative_num_steps=STEPS)
-    return [s.run(N, prompt=p) for p in zoo_prompts(PROMPTS)]
+    return [s.run(N, prompt=p) for p in read_prompts(n=PROMPTS)]
 
 def _sglang_meta(run, steps=STEPS)->dict:
     "One /generate response as SGLang main writes it (spec_decoding_meta.py); its histogram grows only to the longest acceptance."

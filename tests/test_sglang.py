@@ -11,7 +11,8 @@ import eagle3_workbench.sglang.hook as sg_hook, eagle3_workbench.sglang.launch a
 from eagle3_workbench.records import Record, Origin, fingerprint, tensor_stats, load_tensor
 from eagle3_workbench.sglang import (factory, forward_hooks_json, attach_forward_hooks, read_hook_folder,
     read_debug_tensor_dump, read_dumper, read_server_log, read_debug_lines, compare_captures, presence_by_phase, launch_command,
-    draft_config_edit, live_runner, module_points)
+    live_runner, module_points)
+from eagle3_workbench.conventions import draft_config_edit
 from conftest import save_tiny_target
 
 N = 6  # layers of conftest's tiny target
@@ -22,7 +23,7 @@ N = 6  # layers of conftest's tiny target
 
 CHILD = textwrap.dedent('''
     import fnmatch, importlib, json, os, sys, torch
-    from eagle3_workbench.models import load_target
+    from eagle3_workbench.loading import load_target
     from eagle3_workbench.capture import tensor_stats
     target_dir, specs_json, out_json = sys.argv[1:4]
     model, _ = load_target(target_dir)
@@ -262,7 +263,7 @@ def test_hook_folder_of_the_first_layout_reads_the_same(tmp_path):
 def test_the_factory_imports_no_heavy_module():
     """A server resolving the factory (new or old spelling) and making a hook loads neither transformers nor the doctor,
     models or capture, nor the SGLang modules that do not run in a server; asking for a reader loads the readers."""
-    heavy = ['transformers', 'eagle3_workbench.doctor', 'eagle3_workbench.models', 'eagle3_workbench.capture',
+    heavy = ['transformers', 'eagle3_workbench.doctor', 'eagle3_workbench.loading', 'eagle3_workbench.draft', 'eagle3_workbench.capture',
              'eagle3_workbench.sglang.readers', 'eagle3_workbench.sglang.log', 'eagle3_workbench.sglang.compare',
              'eagle3_workbench.sglang.launch']
     show = f"print([m for m in {heavy!r} if m in sys.modules])"

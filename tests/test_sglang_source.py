@@ -129,8 +129,8 @@ def test_dumper_written_by_sglang(sgl, tmp_path):
 def test_doctor_on_a_dumper_capture_alone(sgl, tmp_path):
     "The zoo pair with the original fault planted, dumped by SGLang's dumper with a name filter, diagnosed from the files."
     from torch import nn
-    from eagle3_workbench.models import load_pair
-    from eagle3_workbench.engine import Session, zoo_prompts
+    from eagle3_workbench.loading import load_pair
+    from eagle3_workbench.engine import Session, read_prompts
     from eagle3_workbench.doctor import fed_from_capture
     pair = load_pair('zoo:tiny-dsv3')
     fault = (0, 2, 6)   # [embedding, trained low, trained mid] in slots trained on [low, mid, high]
@@ -138,7 +138,7 @@ def test_doctor_on_a_dumper_capture_alone(sgl, tmp_path):
     d.configure(enable=True, dir=str(tmp_path), exp_name='dump_20261130_000000_000001', non_intrusive_mode='all',
                 enable_output_console=False, filter=r"name == 'input_ids' or search(r'\.fc\.inputs', name) is not None")
     hooked = [d.register_non_intrusive_dumper(pair.target), d.register_non_intrusive_dumper(nn.ModuleDict({'model': pair.draft}))]
-    prompt = zoo_prompts(1)[0]
+    prompt = read_prompts(n=1)[0]
     try:
         s = Session(pair, wiring=fault, speculative_num_steps=3)
         s.extend(prompt); d.step(); s.step(); d.step()

@@ -4,17 +4,17 @@
 
 # %% ../../nbs/08d_sglang_launch.ipynb #598361c1
 from __future__ import annotations
-import copy, inspect, json, shlex
+import inspect, json, shlex
 from importlib import import_module
 from importlib.util import find_spec
-from typing import NamedTuple
 import torch
-from ..conventions import from_resid, resolve_wiring
+from ..conventions import ConfigEdit, draft_config_edit
+_all_ = ['ConfigEdit', 'draft_config_edit']   # defined in conventions; still importable from here and from `sglang`
 from .hook import forward_hooks_json, attach_forward_hooks, _flush_all
 from .readers import ServerCapture, read_hook_folder
 
 # %% auto #0
-__all__ = ['launch_command', 'ConfigEdit', 'draft_config_edit', 'live_runner']
+__all__ = ['launch_command', 'live_runner', 'ConfigEdit', 'draft_config_edit']
 
 # %% ../../nbs/08d_sglang_launch.ipynb #da29b656
 def launch_command(target_path, # the target model (directory or hub id, as SGLang sees it)
@@ -43,57 +43,6 @@ def launch_command(target_path, # the target model (directory or hub id, as SGLa
         args.append(('--' + k.replace('_', '-'), None if v is True else v))
     if probing: args.append(('--disable-cuda-graph', None))
     return ' \\\n'.join(['python -m sglang.launch_server'] + [f'  {f}' + ('' if v is None else f' {shlex.quote(str(v))}') for f, v in args])
-
-# %% ../../nbs/08d_sglang_launch.ipynb #c2a76d35
-_IDS = 'eagle_aux_hidden_state_layer_ids'
-
-class ConfigEdit(NamedTuple):
-    "A draft config edited to feed given resid layers, and what changed."
-    config: dict  # the edited config (a copy)
-    diff: str     # human-readable: '-' old, '+' new, '#' notes
-
-def _checked_resid(resid_layers, n_layers:int)->tuple:
-    resid = tuple(int(k) for k in resid_layers)
-    if list(resid) != sorted(set(resid)): raise ValueError(f"resid{list(resid)} must be ascending without repeats: every engine captures in layer order")
-    if bad := [k for k in resid if not 0 <= k < n_layers]:
-        raise ValueError(f"resid{bad}: a target with {n_layers} layers has resid[0..{n_layers}], and resid[{n_layers}] is never "
-                         f"captured (the capture loop stops before layer {n_layers})")
-    return resid
-
-def _diff_lines(before:tuple, nested:list, top:list, resid:tuple)->list:
-    "The diff of the two id fields: '-' the old value, '+' the new one and whose rule reads it, or 'unchanged'."
-    lines = []
-    for label, b, a, why in (('eagle_config.' + _IDS, before[0], nested, 'SGLang: ' + ('output of layer k = resid[k+1]' if nested[0] == resid[0] - 1 else 'resid[k]')),
-                             (_IDS, before[1], top, 'vLLM: top-level ids = resid[k], verbatim')):
-        if b == a: lines.append(f"  {label}: {a}   (unchanged; {why})")
-        else:
-            if b is not None: lines.append(f"- {label}: {b}")
-            lines.append(f"+ {label}: {a}   ({why})")
-    return lines
-
-# %% ../../nbs/08d_sglang_launch.ipynb #e2f04698
-def draft_config_edit(draft_config:dict, # the draft's config.json, as a dict (not modified)
-                      resid_layers, # resid indices the draft should be fed, ascending
-                      n_layers:int, # number of decoder layers of the target (N)
-                      target_model_type:str|None=None, # the target's model_type; picks SGLang's rule
-                     )->ConfigEdit: # (edited config, diff)
-    "The draft config with SGLang's nested ids and vLLM's top-level ids set to feed `resid_layers`, and a diff."
-    resid = _checked_resid(resid_layers, n_layers)
-    cfg = copy.deepcopy(draft_config)
-    nested = cfg.setdefault('eagle_config', {})
-    before, notes = (nested.get(_IDS), draft_config.get(_IDS)), []
-    for conv in ('sglang', 'sglang-pr25454'):
-        try: nested[_IDS] = list(from_resid(resid, conv, n_layers))
-        except ValueError as e: notes.append(f"# cannot be written in {conv} style: {e}"); continue
-        if resolve_wiring(cfg, n_layers, 'sglang', target_model_type).resid_layers == resid: break
-    else: raise ValueError(f"resid{list(resid)} cannot be written so that SGLang feeds it for model_type {target_model_type!r}")
-    cfg[_IDS] = list(from_resid(resid, 'vllm', n_layers))
-    if (got := resolve_wiring(cfg, n_layers, 'vllm').resid_layers) != resid: raise AssertionError(f"vLLM would feed resid{list(got)}")
-    old = resolve_wiring(cfg, n_layers, 'sglang').resid_layers
-    if old != resid: notes.append(f"# SGLang before PR #25454 reads {nested[_IDS]} as resid{list(old)}, not resid{list(resid)}")
-    if 0 in resid: notes.append("# resid[0] is the token embedding; SGLang 0.5.6 crashed capturing it for llama and deepseek targets")
-    lines = _diff_lines(before, nested[_IDS], cfg[_IDS], resid)
-    return ConfigEdit(cfg, '\n'.join(lines + [f"# SGLang and vLLM now both feed resid{list(resid)}"] + notes))
 
 # %% ../../nbs/08d_sglang_launch.ipynb #5d60d6ea
 def _require_live(device='cuda'):
@@ -154,7 +103,7 @@ def live_runner(target_path, # target directory or zoo:NAME
                )->ServerCapture: # what the hooks recorded, read back
     "Build a TP-1 SGLang ModelRunner in-process (CUDA graphs off), hook it with `factory`, run prefill + decode, read back."
     _require_live(device)
-    from eagle3_workbench.models import resolve_path, read_config
+    from eagle3_workbench.loading import resolve_path, read_config
     path = resolve_path(target_path)
     n = int(read_config(path)['num_hidden_layers'])
     b1 = _bench_module()

@@ -198,7 +198,7 @@ def _load_pass(f:Path)->dict:
     "A Pass file's dict, loaded with weights_only=True and checked to hold only tensors and lists of tensors."
     try: d = torch.load(f, map_location='cpu', weights_only=True)
     except Exception as e:
-        from eagle3_workbench.models import _unloadable
+        from eagle3_workbench.loading import _unloadable
         raise ValueError(f"{f}: refused to load: SGLang Pass files hold only tensors and lists of tensors and are read with "
                          f"torch.load(weights_only=True); this one needs unpickling of other objects or is corrupt "
                          f"({_unloadable(e)})") from None
@@ -300,7 +300,7 @@ def _load_dumped(f:Path)->tuple:
     "(value, meta) of one dumper file, loaded with weights_only=True."
     try: d = torch.load(f, map_location='cpu', weights_only=True)
     except Exception as e:
-        from eagle3_workbench.models import _unloadable
+        from eagle3_workbench.loading import _unloadable
         raise ValueError(f"{f}: refused to load: dumper files are read with torch.load(weights_only=True) and this one needs "
                          f"unpickling of other objects or is corrupt ({_unloadable(e)})") from None
     return (d['value'], d.get('meta') or {}) if isinstance(d, dict) and 'value' in d else (d, {})
