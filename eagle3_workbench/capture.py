@@ -7,6 +7,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from fnmatch import fnmatch
 from typing import NamedTuple
+from fastcore.basics import patch
 import torch
 from torch import nn
 from .loading import target_parts
@@ -33,6 +34,7 @@ def _need(model, which, p):
 
 def _submodule(root, path): return root.get_submodule(path)
 
+# %% ../nbs/02_capture.ipynb #998c242d
 def _sites(spec:str, target, draft)->list:
     "The `_Site`s one point specification resolves to."
     if spec.startswith('module:'):
@@ -72,6 +74,7 @@ def _resolve(points, target, draft)->list:
             if s.point not in seen: seen.add(s.point); out.append(s)
     return out
 
+# %% ../nbs/02_capture.ipynb #9ebfe293
 def expand_points(points, # a point name or glob, or a list of them
                   target=None, # the target model, needed for target points
                   draft=None, # the draft model, needed for draft points
@@ -129,98 +132,107 @@ class Capture:
         "The canonical names of the hooked points."
         return [s.point for s in self.sites]
 
-    # --- hooks ---------------------------------------------------------------------------------------------------
-    def _keep(self, point, t):
-        if not isinstance(t, torch.Tensor): return
-        ph = self._phase
-        r = Record(point, ph.name, ph.cycle, ph.positions, ph.token_ids, tuple(t.shape), _dtype(t),
-                   tensor_stats(t, max_tokens=self.max_tokens_per_record))
-        if self.mode == 'full': r.tensor = t.detach().to('cpu', copy=True)
-        elif self.mode == 'disk': r.location = self._writer.add(t)
-        self.records.append(r)
-        if self._writer is not None and self._writer.due(): self.flush()
-
-    def _register(self, s:_Site):
-        if s.kind == 'in':
-            def hook(m, args, kwargs): self._keep(s.point, _input_tensor(args, kwargs))
-            hook._eagle3_capture = True
-            return s.module.register_forward_pre_hook(hook, with_kwargs=True)
-        def hook(m, args, out): self._keep(s.point, first_tensor(out))
-        hook._eagle3_capture = True
-        return s.module.register_forward_hook(hook)
-
-    def _remove(self):
-        while self._handles: self._handles.pop().remove()
-
-    def __enter__(self):
-        if self._open: raise RuntimeError("this Capture is already open; nest a new Capture instead")
-        if self.mode == 'disk' and self._writer is None:
-            self._writer = _ShardWriter(self.folder, self.flush_records, self.flush_bytes)
-        try:
-            for s in self.sites: self._handles.append(self._register(s))
-        except BaseException:
-            self._remove(); raise
-        self._open = True
-        return self
-
-    def __exit__(self, *exc):
-        try: self.flush()
-        finally: self._remove(); self._open = False
-        return False
-
-    # --- phases --------------------------------------------------------------------------------------------------
-    @contextmanager
-    def phase(self, name:str, # e.g. 'extend', 'draft[0]', 'verify'
-              cycle:int=-1, # engine cycle number
-              positions=None, # token positions of this forward (list or tensor)
-              token_ids=None, # token ids of this forward (list or tensor)
-             ):
-        "Label every record made inside with this phase; nested phases restore the outer one on exit."
-        outer = self._phase
-        self._phase = _Phase(name, cycle, _as_list(positions), _as_list(token_ids))
-        try: yield self
-        finally: self._phase = outer
-
-    # --- disk ----------------------------------------------------------------------------------------------------
-    def flush(self):
-        "Disk mode: write pending tensors now and append their records to the folder's manifest."
-        if self._writer is None: return
-        self._writer.flush()
-        new = self.records[self._written:]
-        if new:
-            self._writer.append_records(new)
-            self._written = len(self.records)
-
-    @property
-    def pending_bytes(self)->int:
-        "Disk mode: bytes of tensors held in memory, not yet written."
-        return self._writer.pending_bytes if self._writer else 0
-
-    # --- reading -------------------------------------------------------------------------------------------------
-    def select(self, point=None, # a name or glob (`*`, `?`; brackets literal), or a resid list like 'target.resid[2,-1]'
-               phase=None, # a phase name or glob, e.g. 'draft[*]'
-               cycle=None, # a cycle number, or a collection of them
-              )->list:
-        "The records matching all the given filters, in capture order."
-        if point is None: okp = lambda p: True
-        elif RESID_SPEC.match(point) and '*' not in point and self.target is not None:
-            names = set(expand_points(point, self.target)); okp = names.__contains__
-        else: okp = matcher(point)
-        okh = (lambda p: True) if phase is None else matcher(phase)
-        okc = (lambda c: True) if cycle is None else (lambda c: c == cycle) if isinstance(cycle, int) else (lambda c: c in cycle)
-        return [r for r in self.records if okp(r.point) and okh(r.phase) and okc(r.cycle)]
-
-    def summary(self, **select)->str:
-        "One line per record (optionally filtered as in `select`): phase, cycle, point, shape, norms, NaN/Inf, fingerprint."
-        rows = [f"{'phase':<26} {'cyc':>3}  {'point':<24} {'shape':<14} {'norm_mean':>9} {'norm_max':>9} {'nan':>4} {'inf':>4}  fingerprint"]
-        for r in self.select(**select):
-            s = r.stats
-            rows.append(f"{r.phase:<26} {r.cycle:>3}  {r.point:<24} {str(list(r.shape)):<14} {s['norm_mean']:>9.4g} "
-                        f"{s['norm_max']:>9.4g} {s['nan']:>4} {s['inf']:>4}  {s['fingerprint']}")
-        return '\n'.join(rows)
-
     def __len__(self): return len(self.records)
     def __iter__(self): return iter(self.records)
     def __repr__(self):
         state = 'open' if self._open else 'closed'
         return f"Capture({self.mode}, {state}, {len(self.sites)} points, {len(self.records)} records)"
+
+# %% ../nbs/02_capture.ipynb #e9334ace
+@patch
+def _keep(self:Capture, point, t):
+    if not isinstance(t, torch.Tensor): return
+    ph = self._phase
+    r = Record(point, ph.name, ph.cycle, ph.positions, ph.token_ids, tuple(t.shape), _dtype(t),
+               tensor_stats(t, max_tokens=self.max_tokens_per_record))
+    if self.mode == 'full': r.tensor = t.detach().to('cpu', copy=True)
+    elif self.mode == 'disk': r.location = self._writer.add(t)
+    self.records.append(r)
+    if self._writer is not None and self._writer.due(): self.flush()
+
+@patch
+def _register(self:Capture, s:_Site):
+    if s.kind == 'in':
+        def hook(m, args, kwargs): self._keep(s.point, _input_tensor(args, kwargs))
+        hook._eagle3_capture = True
+        return s.module.register_forward_pre_hook(hook, with_kwargs=True)
+    def hook(m, args, out): self._keep(s.point, first_tensor(out))
+    hook._eagle3_capture = True
+    return s.module.register_forward_hook(hook)
+
+@patch
+def _remove(self:Capture):
+    while self._handles: self._handles.pop().remove()
+
+@patch
+def __enter__(self:Capture):
+    if self._open: raise RuntimeError("this Capture is already open; nest a new Capture instead")
+    if self.mode == 'disk' and self._writer is None:
+        self._writer = _ShardWriter(self.folder, self.flush_records, self.flush_bytes)
+    try:
+        for s in self.sites: self._handles.append(self._register(s))
+    except BaseException:
+        self._remove(); raise
+    self._open = True
+    return self
+
+@patch
+def __exit__(self:Capture, *exc):
+    try: self.flush()
+    finally: self._remove(); self._open = False
+    return False
+
+# %% ../nbs/02_capture.ipynb #cdbe3b0e
+@patch
+@contextmanager
+def phase(self:Capture, name:str, # e.g. 'extend', 'draft[0]', 'verify'
+          cycle:int=-1, # engine cycle number
+          positions=None, # token positions of this forward (list or tensor)
+          token_ids=None, # token ids of this forward (list or tensor)
+         ):
+    "Label every record made inside with this phase; nested phases restore the outer one on exit."
+    outer = self._phase
+    self._phase = _Phase(name, cycle, _as_list(positions), _as_list(token_ids))
+    try: yield self
+    finally: self._phase = outer
+
+# %% ../nbs/02_capture.ipynb #b1de24e1
+@patch
+def flush(self:Capture):
+    "Disk mode: write pending tensors now and append their records to the folder's manifest."
+    if self._writer is None: return
+    self._writer.flush()
+    new = self.records[self._written:]
+    if new:
+        self._writer.append_records(new)
+        self._written = len(self.records)
+
+@patch(as_prop=True)
+def pending_bytes(self:Capture)->int:
+    "Disk mode: bytes of tensors held in memory, not yet written."
+    return self._writer.pending_bytes if self._writer else 0
+
+# %% ../nbs/02_capture.ipynb #17604055
+@patch
+def select(self:Capture, point=None, # a name or glob (`*`, `?`; brackets literal), or a resid list like 'target.resid[2,-1]'
+           phase=None, # a phase name or glob, e.g. 'draft[*]'
+           cycle=None, # a cycle number, or a collection of them
+          )->list:
+    "The records matching all the given filters, in capture order."
+    if point is None: okp = lambda p: True
+    elif RESID_SPEC.match(point) and '*' not in point and self.target is not None:
+        names = set(expand_points(point, self.target)); okp = names.__contains__
+    else: okp = matcher(point)
+    okh = (lambda p: True) if phase is None else matcher(phase)
+    okc = (lambda c: True) if cycle is None else (lambda c: c == cycle) if isinstance(cycle, int) else (lambda c: c in cycle)
+    return [r for r in self.records if okp(r.point) and okh(r.phase) and okc(r.cycle)]
+
+@patch
+def summary(self:Capture, **select)->str:
+    "One line per record (optionally filtered as in `select`): phase, cycle, point, shape, norms, NaN/Inf, fingerprint."
+    rows = [f"{'phase':<26} {'cyc':>3}  {'point':<24} {'shape':<14} {'norm_mean':>9} {'norm_max':>9} {'nan':>4} {'inf':>4}  fingerprint"]
+    for r in self.select(**select):
+        s = r.stats
+        rows.append(f"{r.phase:<26} {r.cycle:>3}  {r.point:<24} {str(list(r.shape)):<14} {s['norm_mean']:>9.4g} "
+                    f"{s['norm_max']:>9.4g} {s['nan']:>4} {s['inf']:>4}  {s['fingerprint']}")
+    return '\n'.join(rows)

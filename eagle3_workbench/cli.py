@@ -179,13 +179,8 @@ def _compare(a)->int:
     return code
 
 # %% ../nbs/09_cli.ipynb #5a2112cf
-def parser()->argparse.ArgumentParser:
-    "The `eagle3-workbench` argument parser."
-    ap = argparse.ArgumentParser(prog='eagle3-workbench', description=(
-        'Find EAGLE-3 hidden-state wiring faults: which target layers feed your draft, what each engine makes of '
-        'its config, and what acceptance you get. Every command runs on the embedded zoo pair by default.'),
-        epilog='Exit codes: 0 ok, 1 the check failed, 2 bad input (compare: 3 not enough evidence).')
-    sub = ap.add_subparsers(dest='command', required=True, metavar='COMMAND')
+def _run_parser(sub):
+    "The `run` subcommand's arguments."
     r = sub.add_parser('run', help='speculative decoding on a pair and prompt set; prints accept length and acceptance',
                        description='Run EAGLE-3 speculative decoding in-process and print SGLang/vLLM-style acceptance metrics.')
     _add_pair_args(r)
@@ -201,6 +196,9 @@ def parser()->argparse.ArgumentParser:
     r.add_argument('--wiring', type=_wiring_arg, default=None, help='override the resid[k] fed, in chunk order, e.g. 0,2,6')
     r.add_argument('--json', action='store_true', help='print one JSON object')
     r.set_defaults(func=_run)
+
+def _report_parser(sub):
+    "The `report` subcommand's arguments."
     rp = sub.add_parser('report', help='execute the wiring report (papermill) and export self-contained HTML',
                         description='Run the wiring report notebook with papermill and export it to HTML with every figure embedded; '
                                     'the executed .ipynb is kept beside the HTML. With no model arguments it reports on the zoo pair.')
@@ -213,6 +211,10 @@ def parser()->argparse.ArgumentParser:
     rp.add_argument('--timeout', type=_at_least(1.0, float), default=1800, help='wall-clock limit in seconds (default 1800: a minute on an idle 2-core machine, several on a loaded one)')
     _add_threads(rp)
     rp.set_defaults(func=_report)
+
+# %% ../nbs/09_cli.ipynb #8d8c61f1
+def _diagnose_parser(sub):
+    "The `diagnose` subcommand's arguments."
     d = sub.add_parser('diagnose', help='find wiring faults and print the corrected configuration for each engine',
                        description='The wiring doctor: static checks, training-feature match (with --training-dump) and a wiring sweep; '
                                    'exit code 0 when the verdict is ok, 1 when miswired or unusable.')
@@ -228,6 +230,9 @@ def parser()->argparse.ArgumentParser:
     d.add_argument('--no-accept', action='store_true', help='skip measuring chain accept length before/after')
     d.add_argument('--json', action='store_true')
     d.set_defaults(func=_diagnose)
+
+def _wiring_parser(sub):
+    "The `wiring` subcommand's arguments."
     w = sub.add_parser('wiring', help="what each engine feeds the draft for a draft config (no weights needed)",
                        description="Translate a draft config's aux layer ids into resid[k] for SGLang, vLLM, SpecForge and the EAGLE authors' code.")
     w.add_argument('draft_config', help='draft config.json or its directory (or zoo:NAME)')
@@ -236,6 +241,10 @@ def parser()->argparse.ArgumentParser:
     w.add_argument('--model-type', help='target model_type (decides the SGLang rule for DeepSeek/Kimi)')
     w.add_argument('--json', action='store_true')
     w.set_defaults(func=_wiring)
+
+# %% ../nbs/09_cli.ipynb #2b13bedd
+def _compare_parser(sub):
+    "The `compare` subcommand's arguments."
     c = sub.add_parser('compare', help="hold a deployment's acceptance numbers against what the pair should accept",
                        description="Read what vLLM or SGLang printed about acceptance, run the pair in-process on the same prompts and "
                                    "settings, and say whether the deployment accepts what it should (per draft position, with intervals). "
@@ -258,10 +267,28 @@ def parser()->argparse.ArgumentParser:
     c.add_argument('--json', action='store_true')
     _add_threads(c)
     c.set_defaults(func=_compare)
+
+def _zoo_parser(sub):
+    "The `zoo` subcommand's arguments."
     z = sub.add_parser('zoo', help='list, locate or rebuild the embedded models')
     z.add_argument('action', choices=['list', 'path', 'build'])
     z.add_argument('--out'); z.add_argument('--quick', action='store_true')
     z.set_defaults(func=_zoo)
+
+# %% ../nbs/09_cli.ipynb #7b1cc9b2
+def parser()->argparse.ArgumentParser:
+    "The `eagle3-workbench` argument parser."
+    ap = argparse.ArgumentParser(prog='eagle3-workbench', description=(
+        'Find EAGLE-3 hidden-state wiring faults: which target layers feed your draft, what each engine makes of '
+        'its config, and what acceptance you get. Every command runs on the embedded zoo pair by default.'),
+        epilog='Exit codes: 0 ok, 1 the check failed, 2 bad input (compare: 3 not enough evidence).')
+    sub = ap.add_subparsers(dest='command', required=True, metavar='COMMAND')
+    _run_parser(sub)
+    _report_parser(sub)
+    _diagnose_parser(sub)
+    _wiring_parser(sub)
+    _compare_parser(sub)
+    _zoo_parser(sub)
     return ap
 
 # %% ../nbs/09_cli.ipynb #80de43f6

@@ -87,6 +87,7 @@ class VerifyResult:
     @property
     def emitted(self): return self.accepted_tokens + [self.bonus]
 
+# %% ../nbs/03_engine.ipynb #9d3b9388
 @dataclass
 class StepResult:
     "One draft + verify cycle."
@@ -365,6 +366,7 @@ def _walk(self:Session, nodes, logits):
             if nxt is None: return path, t, choices, tprobs
         path.append(nxt); cur = nxt
 
+# %% ../nbs/03_engine.ipynb #d9a84c1b
 @patch
 def verify(self:Session)->VerifyResult:
     "Verify the waiting draft with the target, keep the accepted path, and refresh the draft over it."

@@ -97,6 +97,7 @@ def _stage(name, stats, positions, color, note='', kind='draft'):
                 absmax=stats.get('absmax'), nan=stats.get('nan', 0), inf=stats.get('inf', 0),
                 shape=list(stats.get('shape') or []), color=color, note=note, training=None)
 
+# %% ../nbs/05_figures.ipynb #11eed190
 def _pipeline_data(records, phase='extend', cycle=None, wiring=None, training=None)->dict:
     "The stages of one phase in pipeline order, each with per-token norms and summary statistics."
     recs = _records(records)
@@ -161,6 +162,7 @@ def _pipeline_title(d):
 
 def _log_ok(d): return all(x > 0 for s in d['stages'] for x in s['norms'] if x is not None and math.isfinite(x))
 
+# %% ../nbs/05_figures.ipynb #b0eb2633
 def _pipeline_plotly(d):
     cols, rows, bad = _pipeline_table(d)
     fig = make_subplots(rows=2, cols=1, row_heights=[0.6, 0.4], vertical_spacing=0.06,
@@ -184,6 +186,7 @@ def _pipeline_plotly(d):
     fig.update_layout(title=_pipeline_title(d), height=560 + 24 * len(rows), legend=dict(font=dict(size=10)))
     return fig
 
+# %% ../nbs/05_figures.ipynb #d21b7fef
 def _pipeline_mpl(d):
     cols, rows, bad = _pipeline_table(d)
     fig = _mpl_figure((11, 4.5 + 0.22 * len(rows)))
@@ -287,6 +290,7 @@ def _presence_plotly(t):
                       plot_bgcolor='white', margin=dict(t=110))
     return fig
 
+# %% ../nbs/05_figures.ipynb #90bf0bc6
 def _presence_mpl(t):
     import numpy as np
     from matplotlib.patches import Rectangle
@@ -354,6 +358,7 @@ def _distribution_data(records, points=None, phase=None, max_values=20000)->list
         else: out.append(dict(label=point, kind='summary', **_pooled([r.stats for r in rs])))
     return out
 
+# %% ../nbs/05_figures.ipynb #8c221b55
 def _dist_title(d, phase):
     kinds = {e['kind'] for e in d}
     how = ('violins of all values' if kinds == {'values'} else 'boxes: mean ± std, whiskers min / max (statistics only)'
@@ -394,6 +399,7 @@ def _dist_mpl(d, phase):
     fig.tight_layout()
     return fig
 
+# %% ../nbs/05_figures.ipynb #350f52cc
 def distribution_figure(records, # a Capture, Session, phase result(s) or list of records
                         points=None, # point names or globs ('draft.*'); None: every captured point
                         phase=None, # phase name or glob ('draft[*]'); None: every phase, pooled
@@ -444,6 +450,7 @@ def _layer_plotly(d):
     fig.update_layout(title=_layer_title(d), yaxis_title='mean per-token L2 norm', height=420)
     return fig
 
+# %% ../nbs/05_figures.ipynb #f644bba2
 def _layer_mpl(d):
     fig = _mpl_figure((9, 4))
     ax = fig.add_subplot()

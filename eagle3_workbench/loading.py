@@ -269,6 +269,7 @@ def _embedding(draft:Eagle3Draft, sd:dict, target, path)->str:
     object.__setattr__(draft, 'embed_tokens', te)
     return 'target'
 
+# %% ../nbs/01b_loading.ipynb #7a992beb
 def load_draft(path, # draft directory (config.json + weights) or `zoo:NAME`
                target=None, # the target model: its embedding is used when the draft has none
                dtype=torch.float32, device='cpu',

@@ -53,6 +53,7 @@ def _hash_device(t)->torch.Tensor:
         h = part if h is None else h + part
     return h
 
+# %% ../nbs/02a_records.ipynb #ffa3418b
 def _mix_meta(h:int, dtype:str, shape)->str:
     m = zlib.crc32(f"{dtype}{tuple(shape)}".encode())
     return f"{(h + m * 0x100000001B3) & _MASK64:016x}"
@@ -77,6 +78,7 @@ def _finite_moments(xf)->torch.Tensor:
     return torch.stack([s.double() for s in (mean, std, mn, mx, torch.maximum(mn.abs(), mx.abs()), torch.isnan(xf).sum(),
                                              torch.isinf(xf).sum(), nf)])
 
+# %% ../nbs/02a_records.ipynb #aa718183
 def tensor_stats(t:torch.Tensor, # the tensor to summarise (not modified, not moved)
                  sample:int=5, # how many leading values of the first token row to keep (`first5`)
                  max_tokens:int=4096, # at most this many per-token norms are kept

@@ -42,6 +42,7 @@ def _acc_title(d):
     return (f"Acceptance over {len(d['cycles'])} cycles ({d['prompts']} prompt{'s' * (d['prompts'] > 1)}): "
             f"mean accept length {d['mean']:.2f} (bonus included; 1.0 = nothing accepted)")
 
+# %% ../nbs/05a_result_figures.ipynb #d39f3011
 def _acc_plotly(d):
     fig = make_subplots(rows=2, cols=2, specs=[[{}, {}], [{'colspan': 2}, None]], vertical_spacing=0.16,
                         subplot_titles=('Accept length per cycle', 'Acceptance per draft position',
@@ -70,6 +71,7 @@ def _acc_plotly(d):
     fig.update_layout(title=_acc_title(d), height=620)
     return fig
 
+# %% ../nbs/05a_result_figures.ipynb #b8f0ba31
 def _acc_mpl(d):
     import numpy as np
     from matplotlib.colors import ListedColormap
@@ -146,6 +148,7 @@ def _strip_data(session_or_history, tokenizer=None)->list:
 
 _KIND_LABEL = dict(prompt='prompt', accepted='accepted proposal', rejected='rejected proposal (not emitted)', bonus='bonus (target)')
 
+# %% ../nbs/05a_result_figures.ipynb #28e47f51
 def _hover(it, tokenizer)->str:
     lines = [f"{it['text']!r} (id {it['token']})", _KIND_LABEL[it['kind']]]
     if it['cycle'] is not None: lines.append(f"cycle {it['cycle']}")
@@ -185,6 +188,7 @@ def _strip_plotly(items, wrap):
                       legend=dict(orientation='h', y=1.0, yanchor='bottom', x=0))
     return fig
 
+# %% ../nbs/05a_result_figures.ipynb #d40a691d
 def _strip_mpl(items, wrap):
     from matplotlib.patches import Rectangle, Patch
     rows = (len(items) - 1) // wrap + 1
@@ -212,6 +216,7 @@ def token_strip(session_or_history, # a Session, its history list, or StepResult
     if not items: raise ValueError("nothing to show: the history is empty (call extend first)")
     return _strip_plotly(items, wrap) if _backend(backend) == 'plotly' else _strip_mpl(items, wrap)
 
+# %% ../nbs/05a_result_figures.ipynb #edbfd441
 def token_strip_html(session_or_history, # a Session, its history list, or StepResults
                      tokenizer=None, # decodes ids to text; default: ids
                     )->str: # a self-contained HTML fragment
@@ -286,6 +291,7 @@ def _sweep_title(rows, metric='accept_length'):
     parts = [f"{w} {r['label']}: {r[metric]:.{2 if metric == 'accept_length' else 3}f}" for w, r in (('best', best), ('configured', conf)) if r is not None]
     return SWEEP_METRICS[metric][0] + (f" ({'; '.join(parts)})" if parts else '')
 
+# %% ../nbs/05a_result_figures.ipynb #9bb954e4
 def sweep_figure(rows, # dicts: label, the metric's value, ci [lo, hi] (optional), configured, best
                  backend='plotly', # 'plotly' or 'matplotlib'
                  metric='accept_length', # the key of the value to plot: 'accept_length' or 'agreement' (the doctor's sweep)

@@ -291,6 +291,7 @@ def build_zoo(out=None, # output folder; default: the package's zoo_data
     (out/'corpus.json').write_text(json.dumps(c, indent=1))
     return write_card(out)
 
+# %% ../nbs/01a_zoo.ipynb #0c204050
 def write_card(out)->dict:
     "Collect the per-model logs into build_log.json and write the zoo card ZOO.md (when every pair is built)."
     out = Path(out)
