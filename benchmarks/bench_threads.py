@@ -27,7 +27,7 @@ def _wide_pair(out:Path, hidden:int=2048, layers:int=4)->tuple:
     for f in ('tokenizer.json', 'tokenizer_config.json'): shutil.copy(zoo().path('tiny-llama')/f, out/'target'/f)
     cfg = dict(architectures=['LlamaForCausalLMEagle3'], model_type='llama', hidden_size=hidden, intermediate_size=3 * hidden,
                num_attention_heads=hidden // 128, num_key_value_heads=max(1, hidden // 512), num_hidden_layers=1, vocab_size=2048,
-               draft_vocab_size=1024, max_position_embeddings=1024, eagle_config=dict(eagle_aux_hidden_state_layer_ids=[1, 1, 2]))
+               draft_vocab_size=1024, max_position_embeddings=1024, eagle_config=dict(eagle_aux_hidden_state_layer_ids=[0, 1, 2]))
     d = Eagle3Draft(DraftConfig.from_dict(cfg))
     for p in d.parameters(): torch.nn.init.normal_(p, std=0.02)
     d.d2t.zero_(); d.t2d[:1024] = True
