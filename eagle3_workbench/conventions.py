@@ -45,7 +45,7 @@ _RULES = {
     'sglang':          _Rule(_one,  _one,  'output of layer k = resid[k+1]', _ok),
     'sglang-pr25454':  _Rule(lambda ids: int(ids[:1] == (1,)), lambda r: int(r[:1] == (2,)),
                              'resid[k+1] if the first id is 1, else resid[k]', _ok),
-    'vllm':            _Rule(_none, _none, 'top-level id k = resid[k], verbatim', _ok),
+    'vllm':            _Rule(_none, _none, 'id k = resid[k], verbatim (vLLM: no +1, in either field)', _ok),
     'specforge':       _Rule(_one,  _one,  'hook on layers[k] output = resid[k+1]', _ok),
 }
 CONVENTIONS = tuple(_RULES)
