@@ -87,19 +87,9 @@ def _run(a)->int:
     return EXIT_CHECK_FAILED if out['lossless'] is False else EXIT_OK
 
 # %% ../nbs/09_cli.ipynb #6606fdf7
-def _sglang_rule_note(mtype:str|None)->str:
-    "Which of SGLang's two rules applies to a target model type, said aloud (PR #25454 changed only some model files)."
-    from eagle3_workbench.conventions import _PR25454_TYPES
-    if mtype is None:
-        return ("no --model-type or --target given: the 'SGLang >=PR#25454' row assumes a DeepSeek/Kimi target "
-                f"({', '.join(_PR25454_TYPES)}), the only model files that PR changed; for any other target SGLang reads "
-                "the ids as the 'SGLang <PR#25454' row. Pass --model-type or --target to decide.")
-    if mtype in _PR25454_TYPES: return f"model type {mtype}: SGLang after PR #25454 reads the ids with its DeepSeek/Kimi rule"
-    return f"model type {mtype}: PR #25454 did not change this model file, so both SGLang rows read the ids the same way"
-
 def _wiring(a)->int:
     from eagle3_workbench.loading import read_config, resolve_path
-    from eagle3_workbench.conventions import engine_readings, disagreements, wiring_table
+    from eagle3_workbench.conventions import engine_readings, disagreements, wiring_table, sglang_rule_note
     cfg = read_config(resolve_path(a.draft_config) if str(a.draft_config).startswith('zoo:') else a.draft_config)
     mtype = a.model_type
     if a.target is not None:
@@ -110,7 +100,7 @@ def _wiring(a)->int:
     elif a.n_layers is not None: n = a.n_layers
     else: raise ValueError("give the target's layer count: --n-layers N or --target DIR")
     rs = engine_readings(cfg, n, mtype)
-    note = _sglang_rule_note(mtype)
+    note = sglang_rule_note(mtype)
     if a.json:
         from dataclasses import asdict
         print(json.dumps(dict(n_layers=n, target_model_type=mtype, readings=[asdict(r) for r in rs], disagreements=disagreements(rs),

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['CONVENTIONS', 'ZERO', 'default_resid_layers', 'to_resid', 'from_resid', 'read_aux_ids', 'EngineReading',
-           'engine_readings', 'disagreements', 'Wiring', 'resolve_wiring', 'parse_wiring', 'format_wiring',
-           'wiring_table', 'ConfigEdit', 'draft_config_edit']
+           'engine_readings', 'sglang_rule_note', 'disagreements', 'Wiring', 'resolve_wiring', 'parse_wiring',
+           'format_wiring', 'wiring_table', 'ConfigEdit', 'draft_config_edit']
 
 # %% ../nbs/00_conventions.ipynb #45fc19d1
 from dataclasses import dataclass, field
@@ -195,6 +195,16 @@ def engine_readings(draft_config:dict, # a draft config.json, as a dict
     "What SGLang (before and after PR #25454), vLLM, SpecForge and the EAGLE authors feed the draft."
     ids = read_aux_ids(draft_config)
     return [_read(ids, n_layers, _engine(k, target_model_type)) for k in _ENGINES]
+
+# %% ../nbs/00_conventions.ipynb #894cf151
+def sglang_rule_note(mtype:str|None)->str:
+    "Which of SGLang's two rules applies to a target model type, said aloud (PR #25454 changed only some model files)."
+    if mtype is None:
+        return ("no --model-type or --target given: the 'SGLang >=PR#25454' row assumes a DeepSeek/Kimi target "
+                f"({', '.join(_PR25454_TYPES)}), the only model files that PR changed; for any other target SGLang reads "
+                "the ids as the 'SGLang <PR#25454' row. Pass --model-type or --target to decide.")
+    if mtype in _PR25454_TYPES: return f"model type {mtype}: SGLang after PR #25454 reads the ids with its DeepSeek/Kimi rule"
+    return f"model type {mtype}: PR #25454 did not change this model file, so both SGLang rows read the ids the same way"
 
 # %% ../nbs/00_conventions.ipynb #a1723b8d
 def disagreements(readings, # `EngineReading`s, as from `engine_readings`

@@ -59,14 +59,7 @@ def _clean(x):
     return x
 
 # %% ../nbs/04a_observed.ipynb #078175cd
-def _load(src)->tuple:
-    "(text, name) of a file path, or of text passed as is; a (text, name) pair passes through."
-    if isinstance(src, tuple): return src
-    if isinstance(src, Path) or ('\n' not in str(src) and len(str(src)) < 4096 and Path(str(src)).expanduser().is_file()):
-        p = Path(src).expanduser()
-        if not p.is_file(): raise FileNotFoundError(f"{p}: no such file")
-        return p.read_text(errors='replace'), str(p)
-    return str(src), 'text'
+from .sglang.log import text_and_name as _load   # one reader of "a path, or the text itself"
 
 def _json_items(text:str, name:str)->list:
     "The objects of a JSON document (an object or a list) or of JSON lines (SSE `data:` prefixes and `[DONE]` allowed)."

@@ -11,7 +11,7 @@ from ..records import Record, Origin
 from .readers import _num
 
 # %% auto #0
-__all__ = ['read_server_log', 'server_log_figure', 'read_debug_lines']
+__all__ = ['text_and_name', 'read_server_log', 'server_log_figure', 'read_debug_lines']
 
 # %% ../../nbs/08b_sglang_log.ipynb #9fb271bc
 _DECODE = re.compile(r'Decode batch(?: \[(\d+)\])?[.,]?\s*(.*)$')
@@ -28,13 +28,19 @@ def _value(v:str):
         except ValueError: pass
     return v or None
 
-def _text(text_or_path)->str:
-    if isinstance(text_or_path, Path): return text_or_path.read_text(errors='replace')
-    s = str(text_or_path)
-    try:
-        if '\n' not in s and len(s) < 4096 and Path(s).expanduser().is_file(): return Path(s).expanduser().read_text(errors='replace')
-    except (OSError, ValueError): pass
-    return s
+def text_and_name(src)->tuple:
+    "(text, name) of a file path, or of text passed as is (name 'text'); a (text, name) pair passes through."
+    if isinstance(src, tuple): return src
+    if not isinstance(src, Path):
+        s = str(src)
+        try: is_file = '\n' not in s and len(s) < 4096 and Path(s).expanduser().is_file()
+        except (OSError, ValueError): is_file = False
+        if not is_file: return s, 'text'
+    p = Path(src).expanduser()
+    if not p.is_file(): raise FileNotFoundError(f"{p}: no such file")
+    return p.read_text(errors='replace'), str(p)
+
+def _text(text_or_path)->str: return text_and_name(text_or_path)[0]
 
 # %% ../../nbs/08b_sglang_log.ipynb #3c909cf3
 def read_server_log(text_or_path, # the log text, or the path of a log file
