@@ -15,9 +15,10 @@ from .conventions import from_resid, default_resid_layers
 from .engine import aux_features, ttt_forward, agreement_per_window
 
 # %% auto #0
-__all__ = ['EOS', 'PAIRS', 'corpus_files', 'train_tokenizer', 'encode_files', 'target_configs', 'draft_config', 'train_target',
-           'vocab_mapping', 'target_features', 'train_draft', 'teacher_forced_agreement', 'wrong_wirings',
-           'heldout_windows', 'heldout_prompts', 'write_training_dump', 'ZooRecipe', 'build_pair', 'build_zoo',
+__all__ = ['EOS', 'PAIRS', 'OFFDEFAULT', 'MEASURED', 'corpus_files', 'train_tokenizer', 'encode_files', 'target_configs',
+           'draft_config', 'train_target', 'vocab_mapping', 'target_features', 'train_draft',
+           'teacher_forced_agreement', 'wrong_wirings', 'heldout_windows', 'heldout_prompts', 'write_training_dump',
+           'ZooRecipe', 'ship_draft', 'build_pair', 'offdefault_resid', 'build_offdefault_draft', 'build_zoo',
            'write_card', 'zoo_card', 'zoo_listing', 'main']
 
 # %% ../nbs/01a_zoo.ipynb #d393faf6
@@ -70,7 +71,9 @@ def target_configs(vocab_size:int, quick=False)->dict:
         tie_word_embeddings=False, bos_token_id=0, eos_token_id=0, pad_token_id=0)
     return {'tiny-dsv3': dsv3, 'tiny-llama': llama}
 
-def draft_config(target_cfg, name:str, draft_vocab:int, convention:str, quick=False)->dict:
+def draft_config(target_cfg, name:str, draft_vocab:int, convention:str, quick=False,
+                 resid:tuple|None=None, # the resid layers the draft is trained on (default: the engines' default)
+                )->dict:
     "The draft's config.json, with aux ids written in `convention` ('specforge' nested, or 'vllm' top level)."
     n = target_cfg.num_hidden_layers
     h = 32 if quick else 128
@@ -79,7 +82,7 @@ def draft_config(target_cfg, name:str, draft_vocab:int, convention:str, quick=Fa
                rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=1024, tie_word_embeddings=False,
                vocab_size=target_cfg.vocab_size, draft_vocab_size=draft_vocab, torch_dtype='bfloat16')
     if target_cfg.hidden_size != h: cfg['target_hidden_size'] = target_cfg.hidden_size
-    ids = list(from_resid(default_resid_layers(n), convention, n))
+    ids = list(from_resid(resid or default_resid_layers(n), convention, n))
     if convention == 'vllm': cfg['eagle_aux_hidden_state_layer_ids'] = ids
     else: cfg['eagle_config'] = dict(eagle_aux_hidden_state_layer_ids=ids, use_aux_hidden_state=True)
     return cfg
@@ -164,12 +167,16 @@ def teacher_forced_agreement(target, draft:Eagle3Draft, windows, wirings:dict, s
     "Per wiring, the fraction of positions where the draft's top token equals the target's greedy token, per step."
     return {n: [round(float(x), 4) for x in a.mean(0)] for n, a in agreement_per_window(target, draft, windows, wirings, steps).items()}
 
-def wrong_wirings(trained:tuple)->dict:
-    "The wirings the zoo card reports beside the trained one (the calibration list)."
+def wrong_wirings(trained:tuple, n_layers:int|None=None)->dict:
+    "The wirings the zoo card reports beside the trained one (the calibration list); with `n_layers`, only captured ones, plus the engines' default."
     lo, mid, hi = trained
-    return {'trained': trained, 'embedding in place of low': (0, mid, hi), 'shifted by +1': (lo+1, mid+1, hi+1),
+    w = {'trained': trained, 'embedding in place of low': (0, mid, hi), 'shifted by +1': (lo+1, mid+1, hi+1),
             'shifted by -1': (lo-1, mid-1, hi-1), 'chunk order reversed': (hi, mid, lo),
             '[embedding, low, mid] (the original case)': (0, lo, mid), 'zero features': (None, None, None)}
+    if n_layers is None: return w
+    w = {k: v for k, v in w.items() if all(x is None or 0 <= x < n_layers for x in v)}   # resid[N] is never captured
+    d = default_resid_layers(n_layers)
+    return w if tuple(trained) == d else {'trained': w.pop('trained'), f"engines' default resid{list(d)}": d, **w}
 
 # %% ../nbs/01a_zoo.ipynb #39dd8e98
 def heldout_windows(data:torch.Tensor, n:int, length:int, seed=1234)->torch.Tensor:
@@ -222,8 +229,35 @@ PAIRS = {'tiny-dsv3': ('tiny-dsv3-eagle3', 'specforge'), 'tiny-llama': ('tiny-ll
 
 def _save_log(d:Path, log:dict): (Path(d)/'train_log.json').write_text(json.dumps(log, indent=1))
 
+def ship_draft(model, tok, out:Path, dname:str, dcfg:dict, convention:str, resid:tuple, train_ids, windows, prompts, d2t, t2d,
+               steps:int, ttt_steps:int, dump:bool)->dict:
+    "Train a draft on `resid` of a loaded target, save it in bf16, measure it as shipped, optionally write its training dump."
+    torch.manual_seed(1)
+    draft = Eagle3Draft(DraftConfig.from_dict(dcfg))
+    draft.d2t.copy_(d2t); draft.t2d.copy_(t2d)
+    te = target_parts(model)['embed'].weight.detach().float()
+    if te.shape[1] == draft.config.hidden_size: object.__setattr__(draft, 'embed_tokens', target_parts(model)['embed'])  # shared, not saved
+    else:  # a narrower draft brings its own embedding: the target's, projected on its top principal directions, then trained
+        vh = torch.linalg.svd(te, full_matrices=False).Vh[:draft.config.hidden_size]
+        draft.embed_tokens = torch.nn.Embedding.from_pretrained(te @ vh.T, freeze=False)
+    dlog = train_draft(model, draft, train_ids, resid, steps=steps, ttt_steps=ttt_steps, desc=dname)
+    save_draft(draft, out/dname, dcfg, format='sglang', dtype=torch.bfloat16)
+    tok.save_pretrained(out/dname)
+    draft, _ = load_draft(out/dname, target=model)   # measure what was shipped
+    n = len(target_parts(model)['layers'])
+    dlog.update(params=sum(p.numel() for p in draft.parameters()), resid_layers=list(resid), convention=convention,
+                config_ids=dcfg.get('eagle_aux_hidden_state_layer_ids') or dcfg['eagle_config']['eagle_aux_hidden_state_layer_ids'],
+                heldout_agreement=teacher_forced_agreement(model, draft, windows, wrong_wirings(resid, n), steps=ttt_steps))
+    _save_log(out/dname, dlog)
+    if dump:
+        write_training_dump(model, tok, prompts[:8], resid, out/dname/'training_dump')
+        (out/dname/'training_dump'/'vocab_mapping').mkdir(exist_ok=True)
+        torch.save({'d2t': d2t.clone(), 't2d': t2d.clone()}, out/dname/'training_dump'/'vocab_mapping'/'vocab_mapping.pt')
+    return dlog
+
+# %% ../nbs/01a_zoo.ipynb #19d382af
 def build_pair(name:str, out:Path, tok, train_ids, windows, prompts, d2t, t2d, recipe:ZooRecipe, reuse_target=False)->dict:
-    "Train (or reuse) one zoo target, train its draft, save both in bf16 and measure them as shipped."
+    "Train (or reuse) one zoo target, train its draft on the engines' default layers, save both in bf16 and measure them as shipped."
     from transformers import AutoModelForCausalLM
     tcfg = target_configs(len(tok), recipe.quick)[name]
     tdir = out/name
@@ -237,28 +271,43 @@ def build_pair(name:str, out:Path, tok, train_ids, windows, prompts, d2t, t2d, r
     model, _ = load_target(tdir)   # the draft learns from the target as shipped (bf16 weights, fp32 compute)
     dname, convention = PAIRS[name]
     dcfg = draft_config(tcfg, dname, recipe.draft_vocab, convention, recipe.quick)
-    torch.manual_seed(1)
-    draft = Eagle3Draft(DraftConfig.from_dict(dcfg))
-    draft.d2t.copy_(d2t); draft.t2d.copy_(t2d)
-    te = target_parts(model)['embed'].weight.detach().float()
-    if te.shape[1] == draft.config.hidden_size: object.__setattr__(draft, 'embed_tokens', target_parts(model)['embed'])  # shared, not saved
-    else:  # a narrower draft brings its own embedding: the target's, projected on its top principal directions, then trained
-        vh = torch.linalg.svd(te, full_matrices=False).Vh[:draft.config.hidden_size]
-        draft.embed_tokens = torch.nn.Embedding.from_pretrained(te @ vh.T, freeze=False)
     resid = default_resid_layers(tcfg.num_hidden_layers)
-    dlog = train_draft(model, draft, train_ids, resid, steps=recipe.draft_steps[name], ttt_steps=recipe.ttt_steps, desc=dname)
-    save_draft(draft, out/dname, dcfg, format='sglang', dtype=torch.bfloat16)
-    tok.save_pretrained(out/dname)
-    draft, _ = load_draft(out/dname, target=model)   # measure what was shipped
-    dlog.update(params=sum(p.numel() for p in draft.parameters()), resid_layers=list(resid), convention=convention,
-                config_ids=dcfg.get('eagle_aux_hidden_state_layer_ids') or dcfg['eagle_config']['eagle_aux_hidden_state_layer_ids'],
-                heldout_agreement=teacher_forced_agreement(model, draft, windows, wrong_wirings(resid), steps=recipe.ttt_steps))
-    _save_log(out/dname, dlog)
-    if name == 'tiny-dsv3':
-        write_training_dump(model, tok, prompts[:8], resid, out/dname/'training_dump')
-        (out/dname/'training_dump'/'vocab_mapping').mkdir(exist_ok=True)
-        torch.save({'d2t': d2t.clone(), 't2d': t2d.clone()}, out/dname/'training_dump'/'vocab_mapping'/'vocab_mapping.pt')
+    dlog = ship_draft(model, tok, out, dname, dcfg, convention, resid, train_ids, windows, prompts, d2t, t2d,
+                      recipe.draft_steps[name], recipe.ttt_steps, dump=name == 'tiny-dsv3')
     return {name: dict(tlog, params=sum(p.numel() for p in model.parameters()), layers=tcfg.num_hidden_layers, hidden=tcfg.hidden_size), dname: dlog}
+
+# %% ../nbs/01a_zoo.ipynb #6ad9716e
+OFFDEFAULT = {'tiny-dsv3-eagle3-offdefault': ('tiny-dsv3', 'specforge')}   # extra draft -> (its zoo target, convention)
+
+def offdefault_resid(n_layers:int)->tuple:
+    "Resid layers away from the engines' default (2, N//2, N-3) in every chunk: (4, 9, 11) for N = 12."
+    return (2 + n_layers//6, n_layers//2 + n_layers//4, n_layers - 1)
+
+def build_offdefault_draft(out=None, # the zoo folder holding the trained target and prompts.jsonl; default: the package's zoo_data
+                           recipe:ZooRecipe|None=None, # sizes and steps; default: the full recipe
+                           steps:int|None=None, # draft training steps; default: the recipe's steps for the target's default-layer draft
+                           name:str='tiny-dsv3-eagle3-offdefault', # a key of `OFFDEFAULT`
+                           in_whole_build:bool=False, # True when `build_zoo` calls it (the card's whole-build time then includes it)
+                          )->dict:
+    "Train a second draft for a shipped zoo target on `offdefault_resid(N)`, ship it with its training dump; returns its log."
+    if name not in OFFDEFAULT: raise ValueError(f"name={name!r}: expected one of {list(OFFDEFAULT)}")
+    recipe, out, t0 = recipe or ZooRecipe(), Path(out) if out else zoo_root(), time.perf_counter()
+    tname, convention = OFFDEFAULT[name]
+    if missing := [str(p) for p in (out/tname/'train_log.json', out/'prompts.jsonl') if not p.exists()]:
+        raise ValueError(f"{out}: no trained zoo there ({', '.join(missing)} missing); build the zoo first (build_zoo)")
+    model, tok = load_target(out/tname)   # the shipped target (bf16 weights, fp32 compute) and its tokenizer
+    train_files, held_files = corpus_files(recipe.file_limit)
+    train_ids, held_ids = encode_files(tok, train_files), encode_files(tok, held_files)
+    d2t, t2d = vocab_mapping(train_ids, len(tok), recipe.draft_vocab)   # the same vocabulary as the sibling draft
+    windows = heldout_windows(held_ids, 8 if recipe.quick else 64, 64 if recipe.quick else 128)
+    prompts = [json.loads(l)['prompt'] for l in (out/'prompts.jsonl').read_text().splitlines()]
+    resid = offdefault_resid(model.config.num_hidden_layers)
+    dcfg = draft_config(model.config, name, recipe.draft_vocab, convention, recipe.quick, resid=resid)
+    log = ship_draft(model, tok, out, name, dcfg, convention, resid, train_ids, windows, prompts, d2t, t2d,
+                     steps or recipe.draft_steps[tname], recipe.ttt_steps, dump=True)
+    log.update(target=tname, in_whole_build=in_whole_build, build_seconds=round(time.perf_counter() - t0, 1))
+    _save_log(out/name, log)
+    return log
 
 # %% ../nbs/01a_zoo.ipynb #a7b11ca2
 def build_zoo(out=None, # output folder; default: the package's zoo_data
@@ -266,7 +315,7 @@ def build_zoo(out=None, # output folder; default: the package's zoo_data
               only:list|None=None, # target names to build (default: all)
               reuse_targets:bool=False, # keep already trained targets (their train_log.json) and train only the drafts
              )->dict:
-    "Build tokenizer, targets, drafts, prompts, the training dump and the zoo card; returns the build log."
+    "Build tokenizer, targets, drafts (the off-default one too), prompts, the training dumps and the zoo card; returns the build log."
     t0 = time.perf_counter()
     recipe = recipe or ZooRecipe()
     out = Path(out) if out else zoo_root()
@@ -285,6 +334,8 @@ def build_zoo(out=None, # output folder; default: the package's zoo_data
     (out/'corpus.json').write_text(json.dumps(dict(corpus, recipe=asdict(recipe), python=sys.version.split()[0], torch=torch.__version__), indent=1))
     for name in only or list(PAIRS):
         build_pair(name, out, tok, train_ids, windows, prompts, d2t, t2d, recipe, reuse_target=reuse_targets)
+    for dname, (name, _) in OFFDEFAULT.items():
+        if name in (only or PAIRS): build_offdefault_draft(out, recipe, name=dname, in_whole_build=not only and not reuse_targets)
     c = json.loads((out/'corpus.json').read_text())
     c['build'] = dict(seconds=round(time.perf_counter() - t0, 1), threads=torch.get_num_threads(), cores=os.cpu_count(),
                       whole=not only and not reuse_targets)   # only a whole build answers "how long does the zoo take"
@@ -292,8 +343,15 @@ def build_zoo(out=None, # output folder; default: the package's zoo_data
     return write_card(out)
 
 # %% ../nbs/01a_zoo.ipynb #0c204050
-def write_card(out)->dict:
-    "Collect the per-model logs into build_log.json and write the zoo card ZOO.md (when every pair is built)."
+def _draft_entry(d:dict, target:str)->dict:
+    return dict(target=target, trainable_params=d['params'], resid_layers=d['resid_layers'], config_ids=d['config_ids'],
+                convention=d['convention'], train=d, heldout_agreement=d['heldout_agreement'])
+
+MEASURED = '\n## Accept length on held-out prompts\n'   # the section `benchmarks/zoo_quality.py` appends to the card
+
+def write_card(out, keep_measured:bool=False, # keep the card's measured section: right only when the models it measures are unchanged
+              )->dict:
+    "Collect the per-model logs into build_log.json and write the zoo card ZOO.md (when every pair and extra draft is built)."
     out = Path(out)
     c = json.loads((out/'corpus.json').read_text())
     log = dict(recipe=c.pop('recipe'), python=c.pop('python'), torch=c.pop('torch'), build=c.pop('build', None), corpus=c, models={})
@@ -304,14 +362,25 @@ def write_card(out)->dict:
         from safetensors import safe_open
         with safe_open(str(out/name/'model.safetensors'), 'pt') as f: params = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
         log['models'][name] = dict(train=t, params=params, layers=cfg['num_hidden_layers'], hidden=cfg['hidden_size'])
-        d = json.loads((out/dname/'train_log.json').read_text())
-        log['models'][dname] = dict(trainable_params=d['params'], resid_layers=d['resid_layers'], config_ids=d['config_ids'],
-                                    convention=d['convention'], train=d, heldout_agreement=d['heldout_agreement'])
+        log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
+    for dname, (name, _) in OFFDEFAULT.items():
+        if not (out/dname/'train_log.json').exists(): return log
+        log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
     (out/'build_log.json').write_text(json.dumps(log, indent=1))
-    (out/'ZOO.md').write_text(zoo_card(log))
+    old = (out/'ZOO.md').read_text() if (out/'ZOO.md').exists() else ''
+    kept = MEASURED + old.split(MEASURED, 1)[1] if keep_measured and MEASURED in old else ''
+    (out/'ZOO.md').write_text(zoo_card(log).rstrip('\n') + ('\n' + kept if kept else ''))
     return log
 
 # %% ../nbs/01a_zoo.ipynb #c15e5c73
+def _draft_lines(d:dict, conv:str)->list:
+    "A draft's line and agreement table on the zoo card."
+    return [f"- draft: {d['trainable_params']:,} parameters; trained on resid{d['resid_layers']} "
+            f"(config ids {d['config_ids']}, {conv} convention); {d['train']['steps']} steps with "
+            f"{d['train']['ttt_steps']} unrolled training-time-test steps, final loss {d['train']['final_loss']:.3f}, {d['train']['seconds']} s",
+            '', '| wiring | held-out top-1 agreement per draft step |', '|---|---|',
+            *[f"| {w} | {' / '.join(f'{a:.3f}' for a in accs)} |" for w, accs in d['heldout_agreement'].items()], '']
+
 def zoo_card(log:dict)->str:
     "The zoo card: architecture, sizes, recipe, trained aux layers and measured quality."
     L = ['# The eagle3-workbench zoo', '',
@@ -323,9 +392,12 @@ def zoo_card(log:dict)->str:
          'next-token distribution over the draft vocabulary (the 1024 most frequent target tokens) with 4 unrolled '
          'training-time-test steps weighted 0.8^k. Agreement below: teacher-forced top-1 agreement between the draft '
          '(mapped through d2t) and the target\'s greedy token on held-out windows, per unrolled step.', '']
+    extras = {d: log['models'][d] for d in OFFDEFAULT if d in log['models']}
     if (b := log.get('build')) and b.get('whole'):
+        later = [f"`{d}` ({e['train']['build_seconds']:.0f} s)" for d, e in extras.items() if not e['train'].get('in_whole_build', True)]
         L += [f"Whole zoo built by one command (`python -m eagle3_workbench.zoo build`) in {b['seconds']:.0f} s "
-              f"({b['seconds'] / 60:.1f} min) wall, {b['threads']} torch threads on {b['cores']} cores.", '']
+              f"({b['seconds'] / 60:.1f} min) wall, {b['threads']} torch threads on {b['cores']} cores"
+              + (f"; {', '.join(later)} was trained afterwards against the shipped target and is not in that time." if later else '.'), '']
     for name, (dname, conv) in PAIRS.items():
         t, d = log['models'][name], log['models'][dname]
         L += [f"## {name} + {dname}", '',
@@ -333,12 +405,14 @@ def zoo_card(log:dict)->str:
               f"x {t['train']['batch']} x {t['train']['seq']} tokens, final loss {t['train']['final_loss']:.3f}, "
               f"non-finite steps skipped: {'not recorded' if t['train'].get('skipped_nonfinite') is None else t['train']['skipped_nonfinite']}, "
               f"{t['train']['seconds']} s" + (f" ({t['train']['note']})" if t['train'].get('note') else ''),
-              f"- draft: {d['trainable_params']:,} parameters; trained on resid{d['resid_layers']} "
-              f"(config ids {d['config_ids']}, {conv} convention); {d['train']['steps']} steps with "
-              f"{d['train']['ttt_steps']} unrolled training-time-test steps, final loss {d['train']['final_loss']:.3f}, {d['train']['seconds']} s",
-              '', '| wiring | held-out top-1 agreement per draft step |', '|---|---|']
-        L += [f"| {w} | {' / '.join(f'{a:.3f}' for a in accs)} |" for w, accs in d['heldout_agreement'].items()]
-        L += ['']
+              *_draft_lines(d, conv)]
+    for dname, d in extras.items():
+        name, conv = OFFDEFAULT[dname]
+        dflt = list(default_resid_layers(log['models'][name]['layers']))
+        L += [f"## {dname}: a second draft of {name}, off the default layers", '',
+              f"Trained on resid{d['resid_layers']}, not the engines' default resid{dflt}: an engine that feeds its default, "
+              f"or reads the ids one layer off, feeds this draft layers it never saw. Same target (reused, not retrained), vocabulary, "
+              f"seeds and steps as `{PAIRS[name][0]}`.", '', *_draft_lines(d, conv)]
     return '\n'.join(L)
 
 # %% ../nbs/01a_zoo.ipynb #6d0fb06b
@@ -347,35 +421,44 @@ def zoo_listing(root=None)->list:
     root = Path(root) if root else zoo_root()
     if not root.exists(): return []
     log = json.loads((root/'build_log.json').read_text()).get('models', {}) if (root/'build_log.json').exists() else {}
+    of = {d: t for t, (d, _) in PAIRS.items()} | {d: t for d, (t, _) in OFFDEFAULT.items()}   # draft -> its target
     out = []
     for p in sorted(x for x in root.iterdir() if x.is_dir() and (x/'config.json').exists()):
         c, m = json.loads((p/'config.json').read_text()), log.get(p.name, {})
         if 'eagle_config' in c or 'draft_vocab_size' in c:
-            ag = (m.get('heldout_agreement') or {}).get('trained')
-            what = (f"EAGLE-3 draft of zoo:{p.name.removesuffix('-eagle3')}, hidden {c['hidden_size']}, draft vocabulary "
-                    f"{c.get('draft_vocab_size', c['vocab_size'])}" + (f"; trained on resid{m['resid_layers']} (config ids "
+            ag, tname = (m.get('heldout_agreement') or {}).get('trained'), m.get('target') or of.get(p.name, p.name.removesuffix('-eagle3'))
+            tc = json.loads((root/tname/'config.json').read_text()) if (root/tname/'config.json').exists() else {}
+            dflt = list(default_resid_layers(tc['num_hidden_layers'])) if tc.get('num_hidden_layers', 0) >= 4 else None
+            off = f", not the engines' default resid{dflt}" if m.get('resid_layers') and dflt and m['resid_layers'] != dflt else ''
+            what = (f"EAGLE-3 draft of zoo:{tname}, hidden {c['hidden_size']}, draft vocabulary "
+                    f"{c.get('draft_vocab_size', c['vocab_size'])}" + (f"; trained on resid{m['resid_layers']}{off} (config ids "
                     f"{m['config_ids']}, {m['convention']} convention)" if m.get('resid_layers') else '')
                     + (f"; held-out step-0 agreement {ag[0]:.3f}" if ag else ''))
         else:
             n = m.get('params')
             what = (f"target, {c.get('model_type')} architecture, {c.get('num_hidden_layers')} layers, hidden {c.get('hidden_size')}, "
                     f"vocabulary {c.get('vocab_size')}" + (f", {n / 1e6:.1f} M parameters" if n else ''))
-        out.append(f"zoo:{p.name:<20} {what}")
+        out.append(f"zoo:{p.name:<28} {what}")
     return out
 
 # %% ../nbs/01a_zoo.ipynb #8486b069
 def main(argv=None):
-    "`python -m eagle3_workbench.zoo build|list|path`."
+    "`python -m eagle3_workbench.zoo build|build-offdefault|list|path|card`."
     ap = argparse.ArgumentParser(prog='eagle3_workbench.zoo', description='Build or inspect the embedded model zoo.')
-    ap.add_argument('command', choices=['build', 'list', 'path', 'card'])
+    ap.add_argument('command', choices=['build', 'build-offdefault', 'list', 'path', 'card'])
     ap.add_argument('--only', nargs='+', choices=list(PAIRS), help='build only these targets (and their drafts)')
     ap.add_argument('--reuse-targets', action='store_true', help='keep trained targets found in --out; train only the drafts')
     ap.add_argument('--threads', type=int, default=None, help='torch threads (1 per process is fastest when two builds share 2 cores)')
     ap.add_argument('--out', help='output folder (default: the package zoo_data)')
     ap.add_argument('--quick', action='store_true', help='a miniature build in seconds (same code path)')
+    ap.add_argument('--steps', type=int, default=None, help='build-offdefault: draft training steps (default: the recipe\'s)')
     a = ap.parse_args(argv)
     if a.threads: torch.set_num_threads(a.threads)
-    if a.command == 'build': build_zoo(a.out, ZooRecipe.miniature() if a.quick else ZooRecipe(), only=a.only, reuse_targets=a.reuse_targets)
+    recipe = ZooRecipe.miniature() if a.quick else ZooRecipe()
+    if a.command == 'build': build_zoo(a.out, recipe, only=a.only, reuse_targets=a.reuse_targets)
+    elif a.command == 'build-offdefault':   # retrain the off-default draft against the target in --out, then rewrite the card
+        build_offdefault_draft(a.out, recipe, steps=a.steps)
+        write_card(Path(a.out) if a.out else zoo_root(), keep_measured=True)   # the accept-length section measures the default pairs only
     elif a.command == 'card': write_card(Path(a.out) if a.out else zoo_root())
     elif a.command == 'path': print(zoo_root())
     else: print('\n'.join(zoo_listing()))

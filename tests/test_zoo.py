@@ -2,10 +2,12 @@
 import json, math
 from pathlib import Path
 import pytest, torch
+from safetensors.torch import load_file
 from eagle3_workbench.loading import load_target, load_draft, load_pair, resolve_path, zoo_root
 from eagle3_workbench.draft import ModelLoadError
 from eagle3_workbench.conventions import engine_readings
-from eagle3_workbench.zoo import build_zoo, ZooRecipe, PAIRS
+from eagle3_workbench.zoo import (build_zoo, build_offdefault_draft, ZooRecipe, PAIRS, OFFDEFAULT, corpus_files, encode_files,
+                                  heldout_windows, teacher_forced_agreement, zoo_listing)
 from eagle3_workbench.doctor import read_training_dump
 
 @pytest.mark.parametrize('target', list(PAIRS))
@@ -61,7 +63,72 @@ def test_zoo_name_errors():
 @pytest.mark.slow
 def test_miniature_build_runs_same_code_path(tmp_path):
     log = build_zoo(tmp_path, ZooRecipe.miniature())
-    assert (tmp_path/'ZOO.md').exists() and set(log['models']) == {'tiny-dsv3', 'tiny-dsv3-eagle3', 'tiny-llama', 'tiny-llama-eagle3'}
+    assert (tmp_path/'ZOO.md').exists() and set(log['models']) == {'tiny-dsv3', 'tiny-dsv3-eagle3', 'tiny-llama', 'tiny-llama-eagle3',
+                                                                  'tiny-dsv3-eagle3-offdefault'}
     pair = load_pair(str(tmp_path/'tiny-dsv3'), str(tmp_path/'tiny-dsv3-eagle3'))
     assert pair.n_layers == 8 and pair.draft.config.draft_vocab_size == 128
     assert len(list((tmp_path/'tiny-dsv3-eagle3'/'training_dump'/'rows_0-2000').glob('*.ckpt'))) == 8
+    # the off-default draft of the 8-layer miniature: resid[3, 6, 7] against the default resid[2, 4, 5]
+    off = load_pair(str(tmp_path/'tiny-dsv3'), str(tmp_path/'tiny-dsv3-eagle3-offdefault'), engine='specforge')
+    assert off.wiring.resid_layers == (3, 6, 7) and log['models']['tiny-dsv3-eagle3-offdefault']['train']['in_whole_build']
+    assert len(list((tmp_path/'tiny-dsv3-eagle3-offdefault'/'training_dump'/'rows_0-2000').glob('*.ckpt'))) == 8
+    # rebuilding just that draft against the saved target gives the same weights: the zoo build is reproducible
+    before = load_file(tmp_path/'tiny-dsv3-eagle3-offdefault'/'model.safetensors')
+    build_offdefault_draft(tmp_path, ZooRecipe.miniature())
+    after = load_file(tmp_path/'tiny-dsv3-eagle3-offdefault'/'model.safetensors')
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+
+OFF = 'tiny-dsv3-eagle3-offdefault'
+
+@pytest.fixture(scope='module')
+def off_pair():
+    "The off-default draft as SpecForge (its trainer) reads it: on the layers it was trained on."
+    return load_pair('zoo:tiny-dsv3', f'zoo:{OFF}', engine='specforge')
+
+def test_offdefault_config_and_wiring(off_pair):
+    cfg = json.loads((zoo_root()/OFF/'config.json').read_text())
+    assert cfg['architectures'] == ['LlamaForCausalLMEagle3'] and 'eagle_aux_hidden_state_layer_ids' not in cfg
+    assert cfg['eagle_config']['eagle_aux_hidden_state_layer_ids'] == [3, 8, 10]        # SpecForge "output of layer k" = resid[k+1]
+    assert off_pair.wiring.resid_layers == (4, 9, 11) and off_pair.n_layers == 12
+    # what load_pair resolves for each engine: the doctor's cases. SGLang's current DeepSeek rule adds 1 only when the
+    # first id is 1, so it reads [3, 8, 10] verbatim, one layer early; so does vLLM 0.32
+    by_engine = {e: load_pair('zoo:tiny-dsv3', f'zoo:{OFF}', engine=e).wiring.resid_layers for e in ('sglang', 'sglang-legacy', 'vllm', 'eagle')}
+    assert by_engine == {'sglang': (3, 8, 10), 'sglang-legacy': (4, 9, 11), 'vllm': (3, 8, 10), 'eagle': (2, 6, 9)}
+    fed = {r.engine: r.fed for r in engine_readings(cfg, 12, 'deepseek_v3')}
+    assert fed['vLLM top-level only'] == fed['EAGLE authors'] == (2, 6, 9)                 # the default: wrong in every chunk
+    assert fed['SpecForge (HF capture)'] == fed['SGLang <PR#25454'] == (4, 9, 11)
+
+def test_offdefault_shares_the_sibling_vocabulary(off_pair):
+    sib, _ = load_draft('zoo:tiny-dsv3-eagle3', target=off_pair.target)
+    assert torch.equal(off_pair.draft.d2t, sib.d2t) and torch.equal(off_pair.draft.t2d, sib.t2d)
+    assert off_pair.report.embedding == 'target' and off_pair.report.vocab_map == 'checkpoint' and off_pair.report.unknown_keys == []
+
+def test_offdefault_trained_wiring_beats_the_default(off_pair):
+    "Measured live on held-out windows (not read from train_log.json)."
+    held = encode_files(off_pair.tokenizer, corpus_files()[1])
+    acc = teacher_forced_agreement(off_pair.target, off_pair.draft, heldout_windows(held, 16, 128),
+                                   {'trained': (4, 9, 11), 'default': (2, 6, 9), 'one early': (3, 8, 10)})
+    assert acc['trained'][0] > acc['default'][0] + 0.05, acc      # measured 0.712 against 0.621 at step 0
+    assert all(t > d and t > e for t, d, e in zip(acc['trained'], acc['default'], acc['one early'])), acc
+
+def test_offdefault_dump_is_resid_4_9_11(off_pair):
+    root = zoo_root()/OFF/'training_dump'
+    samples, findings = read_training_dump(root)
+    assert len(samples) == 8 and findings == []
+    for f in sorted(root.glob('rows_0-2000/data_*.ckpt')):
+        d = torch.load(f, weights_only=True)
+        with torch.no_grad(): out = off_pair.target(input_ids=d['input_ids'][None], output_hidden_states=True)
+        hs, aux = out.hidden_states, d['aux_hidden_state'].float()
+        err = {w: (aux - torch.cat([hs[k] for k in w], -1)).abs().max().item() for w in [(4, 9, 11), (2, 6, 9), (3, 8, 10)]}
+        scale = aux.abs().max().item()
+        assert err[(4, 9, 11)] < 0.01 * scale < err[(2, 6, 9)] and err[(4, 9, 11)] < err[(3, 8, 10)], (f.name, err, scale)
+        assert torch.allclose(d['hidden_state'].float(), hs[-1], rtol=1e-2, atol=1e-2)   # after the final norm, as SpecForge stores
+    vm = torch.load(root/'vocab_mapping'/'vocab_mapping.pt', weights_only=True)
+    assert torch.equal(vm['d2t'], off_pair.draft.d2t) and torch.equal(vm['t2d'], off_pair.draft.t2d)
+
+def test_zoo_list_says_offdefault():
+    line = next(l for l in zoo_listing() if l.startswith(f'zoo:{OFF} '))
+    assert "EAGLE-3 draft of zoo:tiny-dsv3" in line and "trained on resid[4, 9, 11], not the engines' default resid[2, 6, 9]" in line
+    assert "config ids [3, 8, 10], specforge convention" in line
+    assert not any("not the engines' default" in l for l in zoo_listing() if not l.startswith(f'zoo:{OFF} '))
+    assert f"## {OFF}" in (zoo_root()/'ZOO.md').read_text() and OFF in json.loads((zoo_root()/'build_log.json').read_text())['models']
