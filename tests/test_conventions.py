@@ -34,7 +34,7 @@ def test_default_resid_layers_too_small(n):
 
 
 def test_conventions_tuple():
-    assert CONVENTIONS == ('resid', 'hf', 'eagle', 'sglang-internal', 'sglang', 'sglang-pr25454', 'vllm', 'specforge')
+    assert CONVENTIONS == ('resid', 'hf', 'eagle', 'sglang-internal', 'sglang', 'sglang-pr25454', 'vllm', 'specforge', 'trtllm')
 
 
 # ---- §2 table: ids as written -> resid ------------------------------------------------------------------------
@@ -67,6 +67,10 @@ TO_RESID = [
     ('sglang-pr25454', [0, 30, 58], 61, (0, 30, 58)),
     ('sglang-pr25454', [3, 1, 5], 8, (3, 1, 5)),
     ('sglang-pr25454', [-1, 15, 28], 32, (-1, 15, 28)),
+    # TensorRT-LLM eagle3_layers_to_capture: output of layer k = resid[k+1] (captured after decoder layer k)
+    ('trtllm', [1, 15, 28], 32, (2, 16, 29)),
+    ('trtllm', [1, 17, 32], 36, (2, 18, 33)),
+    ('trtllm', [1, 15, 31], 32, (2, 16, 32)),
     # vLLM: top-level ids verbatim
     ('vllm', [1, 17, 33], 36, (1, 17, 33)),
     ('vllm', [2, 30, 58], 61, (2, 30, 58)),
@@ -100,6 +104,7 @@ FROM_RESID = [
     ('sglang-pr25454', (0, 16, 29), 32, (0, 16, 29)),
     ('vllm', (2, 18, 33), 36, (2, 18, 33)),
     ('vllm', (2, 18, 34), 36, (2, 18, 34)),
+    ('trtllm', (2, 30, 58), 61, (1, 29, 57)),
 ]
 
 
@@ -152,6 +157,14 @@ def test_to_resid_rejects_non_ints(bad):
         to_resid(bad, 'sglang', 32)
 
 
+def test_trtllm_minus_one_is_not_the_embedding():
+    # TensorRT-LLM's -1 is the final post-norm state (save-hidden-states mode): refused as a layer id
+    with pytest.raises(ValueError, match='post-norm'):
+        to_resid([-1, 15, 28], 'trtllm', 32)
+    with pytest.raises(ValueError, match='post-norm'):
+        from_resid((0, 16, 29), 'trtllm', 32)
+
+
 def test_unknown_convention():
     with pytest.raises(ValueError, match='unknown convention'):
         to_resid([1, 2, 3], 'tensorrt', 32)
@@ -173,6 +186,7 @@ def test_round_trip_default(convention, n):
 def test_round_trip_other_triples(convention, n):
     for resid in [(0, n // 2, n - 1), (3, n // 2 + 1, n - 2), (2, 3, 4), (n - 1, 2, 5)]:
         if convention == 'hf' and n in resid: continue
+        if convention == 'trtllm' and 0 in resid: continue   # resid[0] has no TensorRT-LLM id (tested above)
         assert to_resid(from_resid(resid, convention, n), convention, n) == resid
 
 
@@ -397,6 +411,14 @@ def test_resolve_wiring_reason_and_defaults():
 def test_resolve_wiring_unknown_engine():
     with pytest.raises(ValueError, match='unknown engine'):
         resolve_wiring({}, 32, 'tensorrt')
+    with pytest.raises(ValueError, match="engine 'sglang==0.4.0'"):
+        resolve_wiring({}, 32, 'sglang==0.4.0')
+
+
+def test_resolve_wiring_pr25454_covers_glm4_moe_lite():
+    # PR #25454 changed glm4_moe_lite.py as well as deepseek_v2.py (0.5.13 wheel): 'capture before' ids read as written
+    assert resolve_wiring(nested([2, 24, 44]), 47, 'sglang', 'glm4_moe_lite').resid_layers == (2, 24, 44)
+    assert resolve_wiring(nested([2, 24, 44]), 47, 'sglang', 'qwen3_moe').resid_layers == (3, 25, 45)
 
 
 # ---- wiring_table ---------------------------------------------------------------------------------------------

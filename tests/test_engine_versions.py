@@ -1,0 +1,298 @@
+"""Pinned answers, per engine release, for the public draft configs in tests/fixtures/draft-configs/: the resid a
+release feeds the draft and the variant keys it ignores or misreads. Every expected value is worked out by hand from
+the rule cited on its row (the release's own source, as in the chapter's table), not copied from the output."""
+import json
+from pathlib import Path
+
+import pytest
+
+from eagle3_workbench.conventions import (ENGINE_FACTS, ENGINE_NAMES, TRAINERS, VARIANT_KEYS, VARIANT_SUPPORT, EngineSpec,
+                                          capturable, describe_engine, engine_reading, engine_rules, parse_engine,
+                                          resolve_wiring, variant_problems, variant_support, version_table)
+
+FIXTURES = Path(__file__).parent / 'fixtures' / 'draft-configs'
+KEY = 'eagle_aux_hidden_state_layer_ids'
+
+
+def load(name): return json.loads((FIXTURES / name).read_text())
+
+
+# A speculators-format gpt-oss-20b draft (N = 24). No such file is in the fixtures, so this one is built from
+# speculators' own schema (src/speculators/models/eagle3/config.py: Eagle3SpeculatorConfig, main c05b95b3): the
+# top-level keys it writes, its default ids [2, N//2, N-3] (models/utils.py resolve_target_layer_ids) and
+# norm_before_fc, which its gpt-oss drafts use (RedHatAI's gpt-oss speculator cards: "uses norm_before_fc").
+SPECULATORS_GPT_OSS_20B = {
+    'architectures': ['Eagle3Speculator'], 'speculators_model_type': 'eagle3', 'draft_vocab_size': 32000,
+    'norm_before_residual': False, 'norm_before_fc': True, 'fc_norm': False, 'norm_output': False,
+    'target_hidden_size': None, KEY: [2, 12, 21],
+    'transformer_layer_config': {'model_type': 'llama', 'hidden_size': 2880, 'num_hidden_layers': 1,
+                                 'num_attention_heads': 64, 'num_key_value_heads': 8, 'vocab_size': 201088},
+}
+if (FIXTURES / 'speculators-gpt-oss-20b-eagle3.json').exists():   # a real file, when one is added, replaces the built one
+    SPECULATORS_GPT_OSS_20B = load('speculators-gpt-oss-20b-eagle3.json')
+
+# file -> (target layers N, target model_type, trainer)
+CONFIGS = {
+    'kimi': ('kimi-k2.5-eagle3-reconstructed.json', 61, 'kimi_k25', 'specforge'),
+    'dsv3': ('specforge-deepseek-v3-671b-eagle3.json', 61, 'deepseek_v3', 'specforge'),
+    'llama8b': ('specforge-llama3-8B-eagle3.json', 32, 'llama', 'specforge'),
+    'qwen3_31': ('specforge-qwen3-30B-A3B-eagle3.1.json', 48, 'qwen3_moe', 'specforge'),
+    'gptoss120': ('specforge-gpt-oss-120B-eagle3.json', 36, 'gpt_oss', 'specforge'),
+    'gptoss20_spec': (SPECULATORS_GPT_OSS_20B, 24, 'gpt_oss', 'speculators'),
+}
+
+
+def config(name):
+    f, n, mt, trainer = CONFIGS[name]
+    return (load(f) if isinstance(f, str) else f), n, mt, trainer
+
+
+# ---- resid fed, per release -----------------------------------------------------------------------------------
+
+FED = [
+    # Kimi-K2.5 draft, nested [2, 30, 58] "capture before", N = 61, a deepseek_v2.py target
+    ('kimi', 'sglang==0.5.12', (3, 31, 59)),     # every model file adds 1 before PR #25454
+    ('kimi', 'sglang==0.5.13', (2, 30, 58)),     # PR #25454: first id is 2, not 1 -> no +1
+    ('kimi', 'sglang', (2, 30, 58)),             # 0.5.23 keeps PR #25454's rule
+    ('kimi', 'vllm==0.17.1', ()),                # deepseek_v2.py has no EAGLE-3 interface before 0.18.0
+    ('kimi', 'vllm==0.18.0', (2, 30, 58)),       # top level only, absent -> default (2, N//2, N-3)
+    ('kimi', 'vllm==0.22.0', (2, 30, 58)),       # nested fallback, verbatim
+    ('kimi', 'trtllm', (2, 30, 58)),             # serving default {1, 29, 57}, output of layer k -> +1
+    ('kimi', 'specforge', (3, 31, 59)),          # HF backend: hidden_states[id + 1]
+    ('kimi', 'specforge==0.1.0', (2, 30, 58)),   # 0.1.0 ignores the ids: hidden_states[2], [N//2], [N-3]
+    ('kimi', 'specforge==0.2.0', (2, 30, 58)),   # through SGLang 0.5.14: PR #25454's rule for deepseek_v2.py
+    ('kimi', 'speculators', (2, 30, 58)),        # reads the top level only -> its default [2, N//2, N-3]
+    ('kimi', 'eagle', (2, 30, 58)),              # hard-coded [2, N//2, N-3]
+    # SpecForge DeepSeek-V3 draft, nested [1, 29, 57] "output of layer", N = 61
+    ('dsv3', 'sglang==0.5.6', (2, 30, 58)),      # +1
+    ('dsv3', 'sglang==0.5.13', (2, 30, 58)),     # first id is 1 -> still +1
+    ('dsv3', 'vllm==0.21.0', (2, 30, 58)),       # top level only, absent -> default
+    ('dsv3', 'vllm==0.22.0', (1, 29, 57)),       # nested fallback, verbatim: one layer early in every chunk
+    ('dsv3', 'vllm', (1, 29, 57)),               # 0.32 reads the same
+    ('dsv3', 'trtllm', (2, 30, 58)),             # serving default {1, 29, 57} + 1
+    ('dsv3', 'specforge', (2, 30, 58)),          # hidden_states[id + 1]
+    ('dsv3', 'speculators', (2, 30, 58)),        # top level only -> default
+    # SpecForge Llama-3.1-8B draft, no ids, N = 32: every reading falls back to (2, 16, 29)
+    ('llama8b', 'sglang==0.5.6', (2, 16, 29)),   # layer_ids None -> [2, N//2, N-3]
+    ('llama8b', 'vllm==0.11.0', (2, 16, 29)),    # model default (2, N//2, N-3)
+    ('llama8b', 'vllm', (2, 16, 29)),            # no field -> model default
+    ('llama8b', 'trtllm', (2, 16, 29)),          # {1, 15, 28} + 1
+    # SpecForge Qwen3-30B-A3B EAGLE 3.1 draft, no ids, N = 48
+    ('qwen3_31', 'sglang', (2, 24, 45)),         # default
+    ('qwen3_31', 'vllm==0.22.0', (2, 24, 45)),   # default
+    ('qwen3_31', 'trtllm', (2, 24, 45)),         # {1, 23, 44} + 1
+    # SpecForge gpt-oss-120B draft, nested [1, 17, 33], N = 36, gpt_oss.py is not a PR #25454 file
+    ('gptoss120', 'sglang==0.5.6', (2, 18, 34)),     # +1
+    ('gptoss120', 'sglang', (2, 18, 34)),            # still +1: PR #25454 did not touch gpt_oss.py
+    ('gptoss120', 'vllm==0.21.0', (2, 18, 33)),      # top level only -> default (2, 18, 33)
+    ('gptoss120', 'vllm==0.22.0', (1, 17, 33)),      # nested, verbatim
+    ('gptoss120', 'trtllm', (2, 18, 33)),            # {1, 17, 32} + 1
+    ('gptoss120', 'specforge==0.2.0', (2, 18, 34)),  # SGLang 0.5.14's +1 for gpt_oss.py
+    ('gptoss120', 'speculators', (2, 18, 33)),       # top level only -> default
+    # speculators gpt-oss-20b draft, top-level [2, 12, 21], N = 24
+    ('gptoss20_spec', 'vllm==0.11.0', (2, 12, 21)),  # ignores the config: model default (2, 12, 21), the same by construction
+    ('gptoss20_spec', 'vllm==0.11.1', (2, 12, 21)),  # top level, verbatim
+    ('gptoss20_spec', 'sglang', (2, 12, 21)),        # reads eagle_config only -> default (2, 12, 21)
+    ('gptoss20_spec', 'trtllm', (2, 12, 21)),        # serving default {1, 11, 20} + 1
+    ('gptoss20_spec', 'speculators', (2, 12, 21)),   # verbatim
+]
+
+
+@pytest.mark.parametrize('name, engine, fed', FED)
+def test_fed(name, engine, fed):
+    cfg, n, mt, _ = config(name)
+    assert engine_reading(cfg, n, engine, mt).fed == fed
+    if engine not in ('sglang', 'vllm', 'specforge', 'eagle'):   # the long-standing rows keep their own reading
+        assert resolve_wiring(cfg, n, engine, mt).resid_layers == fed
+
+
+# ---- resid[N] and resid[0]: what AUX_UNREACHABLE may say, per release ------------------------------------------
+
+def with_ids(cfg, nested=None, top=None):
+    cfg = json.loads(json.dumps(cfg))
+    if nested is not None: cfg['eagle_config'][KEY] = nested
+    if top is not None: cfg[KEY] = top
+    return cfg
+
+
+REACH_N = [
+    # the DeepSeek-V3 draft with its last id moved to N = 61
+    ('sglang==0.5.16', dict(nested=[1, 29, 60]), (2, 30), 'never captured'),   # +1 -> resid[61]: the loop stops before layer 61
+    ('sglang==0.5.17', dict(nested=[1, 29, 60]), (2, 30), 'crashes'),          # AuxHiddenStatePacker.finalize raises
+    ('vllm==0.24.0', dict(top=[2, 30, 61]), (2, 30), 'never captured'),        # deepseek_v2.py captures before layer idx only
+    ('vllm==0.25.0', dict(top=[2, 30, 61]), (2, 30, 61), None),                # PR #46973: end_layer captured
+]
+
+
+@pytest.mark.parametrize('engine, ids, fed, why', REACH_N)
+def test_resid_n_deepseek(engine, ids, fed, why):
+    cfg, n, mt, _ = config('dsv3')
+    r = engine_reading(with_ids(cfg, **ids), n, engine, mt)
+    assert r.fed == fed
+    if why: assert any(why in p for p in r.problems), r.problems
+    else: assert not any('resid[61]' in p for p in r.problems), r.problems   # only the note that the nested ids are not read
+
+
+@pytest.mark.parametrize('engine, how', [
+    ('sglang==0.5.23', 'dropped'),     # llama.py never captures after the last layer
+    ('vllm==0.17.1', 'dropped'),       # before PR #36063 capture is before layer idx
+    ('vllm==0.18.0', 'captured'),      # PR #36063: idx + 1 after each layer
+    ('trtllm', 'captured'),            # id N-1 = output of the last layer
+    ('specforge', 'post-norm'),        # HF hidden_states[N] is after the final norm
+    ('speculators', 'captured'),       # launch_vllm.py appends N itself
+])
+def test_resid_n_gpt_oss(engine, how):
+    assert capturable(36, 36, engine, 'gpt_oss').how == how
+
+
+def test_trtllm_serving_layers_reach_resid_n():
+    cfg, n, mt, _ = config('gptoss120')
+    r = engine_reading(cfg, n, 'trtllm', mt, trtllm_layers=[1, 17, 35])   # output of layers 1, 17, 35 = resid[2, 18, 36]
+    assert (r.resid, r.fed, r.source) == ((2, 18, 36), (2, 18, 36), 'config')
+    assert any('serving config' in p for p in r.problems)                  # the draft's own [1, 17, 33] is not read
+
+
+@pytest.mark.parametrize('engine, mt, how', [
+    ('sglang==0.5.13', 'deepseek_v3', 'crash'),      # hidden_states + None before layer 0
+    ('sglang==0.5.14', 'deepseek_v3', 'captured'),   # captured through the layer communicator
+    ('sglang==0.5.21', 'llama', 'crash'),
+    ('sglang==0.5.22', 'llama', 'captured'),         # attn_boundary.prepare(capture=...)
+    ('vllm==0.17.1', 'llama', 'crash'),
+    ('vllm==0.18.0', 'llama', 'captured'),           # _maybe_add_hidden_state(..., 0, ...)
+    ('vllm==0.33.0', 'deepseek_v3', 'crash'),        # deepseek_v2.py still adds a None residual at idx 0
+    ('trtllm', 'llama', 'not expressible'),          # ids are 'output of layer k', k >= 0
+])
+def test_resid_0(engine, mt, how):
+    assert capturable(0, 32, engine, mt).how == how
+
+
+# ---- variant problems, per release -----------------------------------------------------------------------------
+
+VARIANTS = [
+    # SpecForge Qwen3-30B EAGLE 3.1: fc_norm true, norm_output true (SpecForge: logits only; the next step gets h)
+    ('qwen3_31', 'sglang==0.5.6', ['fc_norm']),       # no fc_norm before 0.5.12; norm_output unread = SpecForge's plain math
+    ('qwen3_31', 'sglang==0.5.11', ['fc_norm']),
+    ('qwen3_31', 'sglang==0.5.12', ['norm_output']),  # fc_norm read; norm_output now feeds norm(h) back
+    ('qwen3_31', 'sglang', ['norm_output']),
+    ('qwen3_31', 'vllm==0.21.0', ['fc_norm']),        # vLLM reads neither before 0.22.0
+    ('qwen3_31', 'vllm==0.22.0', ['norm_output']),
+    ('qwen3_31', 'vllm', ['norm_output']),
+    ('qwen3_31', 'trtllm', ['norm_output']),          # PR #14988: post-norm feedback
+    # no variant keys: SpecForge's default norm_output=true is the plain math every engine computes without the key
+    ('kimi', 'sglang==0.5.6', []), ('kimi', 'vllm', []), ('kimi', 'trtllm', []),
+    ('dsv3', 'sglang', []), ('dsv3', 'vllm==0.10.0', []),
+    ('llama8b', 'sglang', []), ('llama8b', 'vllm', []),
+    ('gptoss120', 'sglang', []), ('gptoss120', 'vllm', []), ('gptoss120', 'trtllm', []),
+    # speculators gpt-oss-20b: norm_before_fc true, norm_before_residual false (written)
+    ('gptoss20_spec', 'sglang', ['architectures']),        # no loader for Eagle3Speculator
+    ('gptoss20_spec', 'vllm==0.10.0', ['architectures']),  # no speculators config adapter yet
+    ('gptoss20_spec', 'vllm==0.10.1', ['norm_before_fc']), # the adapter does not pass norm_before_fc
+    ('gptoss20_spec', 'vllm==0.18.0', ['norm_before_fc']), # the model reads it from 0.18.0, the adapter passes it from 0.19.0
+    ('gptoss20_spec', 'vllm==0.19.0', []),                 # PR #38111
+    ('gptoss20_spec', 'vllm', []),
+    ('gptoss20_spec', 'trtllm', ['norm_before_fc']),       # TensorRT-LLM reads eagle_config.norm_before_fc only
+]
+
+
+@pytest.mark.parametrize('name, engine, keys', VARIANTS)
+def test_variant_problems(name, engine, keys):
+    cfg, _, _, trainer = config(name)
+    ps = variant_problems(cfg, trainer, engine)
+    assert [p.key for p in ps] == keys
+    for p in ps: assert p.evidence['trainer'] == trainer and p.message
+
+
+def test_norm_output_evidence():
+    cfg, *_ = config('qwen3_31')
+    p, = variant_problems(cfg, 'specforge', 'sglang==0.5.12')
+    assert (p.evidence['value'], p.evidence['trained'], p.evidence['served']) == (True, 'plain', 'feedback')
+    assert 'compute_logits' in p.evidence['trainer_source'] and 'norm_output' in p.evidence['engine_source']
+
+
+def test_speculators_norm_before_residual_absent():
+    # vLLM's adapter defaults norm_before_residual to True when the speculators config omits it; speculators' default is False
+    cfg = {k: v for k, v in SPECULATORS_GPT_OSS_20B.items() if k != 'norm_before_residual'}
+    assert [p.key for p in variant_problems(cfg, 'speculators', 'vllm')] == ['norm_before_residual']
+
+
+def test_speculators_keys_under_transformer_layer_config():
+    # the trainer's value may sit under transformer_layer_config: accepted, and vLLM's adapter sees it there too
+    cfg = json.loads(json.dumps(SPECULATORS_GPT_OSS_20B))
+    cfg['transformer_layer_config']['norm_before_fc'] = cfg.pop('norm_before_fc')
+    assert [p.key for p in variant_problems(cfg, 'speculators', 'vllm==0.18.0')] == ['norm_before_fc']
+    assert variant_problems(cfg, 'speculators', 'vllm==0.19.0') == []
+
+
+def test_same_keys_other_trainer():
+    # the Qwen3 3.1 keys in speculators' meaning are what SGLang >= 0.5.12 and vLLM >= 0.22 compute
+    cfg, *_ = config('qwen3_31')
+    assert variant_problems(cfg, 'speculators', 'sglang') == variant_problems(cfg, 'speculators', 'vllm') == []
+    assert [p.key for p in variant_problems(cfg, 'eagle', 'sglang')] == ['norm_output', 'fc_norm']   # neither key in EAGLE's code
+
+
+def test_mla_and_other_kinds():
+    mla = {'architectures': ['Eagle3DeepseekV2ForCausalLM'], 'kv_lora_rank': 512}
+    assert [p.key for p in variant_problems(mla, 'specforge', 'sglang==0.5.11')] == ['architectures']   # kimi_k25_eagle3.py from 0.5.12
+    assert variant_problems(mla, 'specforge', 'sglang==0.5.12') == []
+    assert [p.key for p in variant_problems(mla, 'specforge', 'vllm==0.17.1')] == ['architectures']     # deepseek_eagle3.py from 0.18.0
+    assert [p.key for p in variant_problems({'aux_hidden_states_layer_ids': [1, 17, 32]}, 'angelslim', 'vllm')] == ['aux_hidden_states_layer_ids']
+    assert variant_problems({'eagle_config': {'use_last_layernorm': True}}, 'modelopt', 'sglang') == []   # its default: nothing to report
+    two = {'num_hidden_layers': 2, 'transformer_layer_config': {'num_hidden_layers': 2}, 'speculators_model_type': 'eagle3'}
+    # vLLM 0.11.0 builds one layer; its adapter also turns an absent norm_before_residual into true
+    assert [p.key for p in variant_problems(two, 'speculators', 'vllm==0.11.0')] == ['norm_before_residual', 'num_hidden_layers']
+    assert [p.key for p in variant_problems(two, 'speculators', 'vllm==0.11.1')] == ['norm_before_residual']   # layers stacked from 0.11.1
+
+
+# ---- names, versions, tables ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('text, spec', [
+    ('sglang==0.5.6', EngineSpec('sglang', '0.5.6', 'sglang==0.5.6', False)),
+    ('sglang', EngineSpec('sglang', '0.5.23', 'sglang', True)),
+    ('vllm', EngineSpec('vllm', '0.32.0', 'vllm', True)),
+    ('vllm-legacy', EngineSpec('vllm', '0.21.0', 'vllm-legacy', True)),
+    ('sglang-legacy', EngineSpec('sglang', '0.5.12', 'sglang-legacy', True)),
+    ('vllm==v0.25', EngineSpec('vllm', '0.25.0', 'vllm==0.25.0', False)),
+    ('tensorrt-llm', EngineSpec('trtllm', None, 'trtllm', True)),
+])
+def test_parse_engine(text, spec):
+    assert parse_engine(text) == spec
+
+
+@pytest.mark.parametrize('text, words', [
+    ('foo', "--engine 'foo': unknown engine"),
+    ('vllm==0.9.2', 'releases before 0.10.0 were not read'),
+    ('sglang==latest', 'not a release number'),
+    ('speculators==0.9.0', 'not versioned here'),
+    ('specforge==0.3.0', "releases are ('0.1.0', '0.2.0')"),
+])
+def test_parse_engine_errors(text, words):
+    with pytest.raises(ValueError, match=words.replace('(', r'\(').replace(')', r'\)')):
+        parse_engine(text)
+
+
+def test_every_name_is_described():
+    for name in ENGINE_NAMES: assert describe_engine(name)
+    assert describe_engine('vllm') == "vLLM 0.32 (default: the newest rule known; 0.33.0 reads the same)"
+    assert describe_engine('vllm==0.40.0').endswith('its rules assumed)')
+
+
+def test_rules_rows_are_well_formed():
+    for f in ENGINE_FACTS: assert f.engine in ('sglang', 'vllm') and f.source
+    for s in VARIANT_SUPPORT: assert s.key in VARIANT_KEYS and s.source
+    for e in ('sglang', 'vllm', 'trtllm'):
+        sup = variant_support(e)
+        assert {'norm_output', 'fc_norm', 'norm_before_fc', 'norm_before_residual', 'bias', 'num_hidden_layers',
+                'tie_word_embeddings', 'rope_scaling', 'mla', 'speculators'} <= set(sup)
+        assert version_table(e)
+    assert set(TRAINERS) == {'specforge', 'speculators', 'eagle', 'modelopt', 'vllm', 'angelslim'}
+    with pytest.raises(ValueError, match="trainer 'x'"):
+        variant_problems({}, 'x', 'vllm')
+
+
+def test_long_standing_rows_unchanged():
+    # the six rows of engine_readings / resolve_wiring keep their readings; the versioned names say what the release does
+    cfg = {KEY: [2, 16, 32]}
+    assert resolve_wiring(cfg, 32, 'vllm', 'llama').resid_layers == (2, 16)
+    assert resolve_wiring(cfg, 32, 'vllm==0.32.0', 'llama').resid_layers == (2, 16, 32)
+    assert engine_rules('vllm-legacy').reads == 'top_level' and engine_rules('sglang-legacy', 'deepseek_v3').convention == 'sglang'
+    assert engine_rules('sglang-pr25454').convention == 'sglang-pr25454'
