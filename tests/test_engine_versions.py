@@ -39,6 +39,7 @@ CONFIGS = {
     'qwen3_31': ('specforge-qwen3-30B-A3B-eagle3.1.json', 48, 'qwen3_moe', 'specforge'),
     'gptoss120': ('specforge-gpt-oss-120B-eagle3.json', 36, 'gpt_oss', 'specforge'),
     'gptoss20_spec': (SPECULATORS_GPT_OSS_20B, 24, 'gpt_oss', 'speculators'),
+    'gptoss20_pub': ('speculators-gpt-oss-20b-eagle3-reconstructed.json', 24, 'gpt_oss', 'speculators'),
 }
 
 
@@ -95,6 +96,12 @@ FED = [
     ('gptoss20_spec', 'sglang', (2, 12, 21)),        # reads eagle_config only -> default (2, 12, 21)
     ('gptoss20_spec', 'trtllm', (2, 12, 21)),        # serving default {1, 11, 20} + 1
     ('gptoss20_spec', 'speculators', (2, 12, 21)),   # verbatim
+    # the public speculators gpt-oss-20b draft's keys (reconstructed): no ids anywhere, so every reader uses (2, N//2, N-3)
+    ('gptoss20_pub', 'vllm==0.11.0', (2, 12, 21)),   # ignores the config: default
+    ('gptoss20_pub', 'vllm', (2, 12, 21)),           # no top-level or nested ids -> default
+    ('gptoss20_pub', 'sglang', (2, 12, 21)),         # no eagle_config -> default
+    ('gptoss20_pub', 'trtllm', (2, 12, 21)),         # serving default {1, 11, 20} + 1
+    ('gptoss20_pub', 'speculators', (2, 12, 21)),    # resolve_target_layer_ids default
 ]
 
 
@@ -191,6 +198,10 @@ VARIANTS = [
     ('gptoss20_spec', 'vllm==0.19.0', []),                 # PR #38111
     ('gptoss20_spec', 'vllm', []),
     ('gptoss20_spec', 'trtllm', ['norm_before_fc']),       # TensorRT-LLM reads eagle_config.norm_before_fc only
+    ('gptoss20_pub', 'sglang', ['architectures']),          # the older name Eagle3DraftModel: no SGLang loader either
+    ('gptoss20_pub', 'vllm==0.18.0', ['norm_before_fc']),   # as above; norm_before_residual=True is read by the model
+    ('gptoss20_pub', 'vllm', []),                           # both keys passed by the adapter (PR #38111)
+    ('gptoss20_pub', 'trtllm', ['norm_before_fc', 'norm_before_residual']),  # nested norm_before_fc only; norm_before_residual not read
 ]
 
 
