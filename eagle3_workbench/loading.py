@@ -10,13 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 from torch import nn
-from .draft import ModelLoadError, DraftConfig, Eagle3Draft
-from .conventions import resolve_wiring, Wiring
+from .draft import ModelLoadError, DraftConfig, Eagle3Draft, TRAINERS
+from .conventions import resolve_wiring, read_aux_ids, Wiring
 from .threads import apply_threads
 
 # %% auto #0
 __all__ = ['zoo_root', 'resolve_path', 'ConfigDict', 'read_config', 'weight_files', 'load_state_dict', 'load_tokenizer',
-           'load_target', 'target_parts', 'DraftLoadReport', 'load_draft', 'save_draft', 'Pair', 'load_pair']
+           'load_target', 'target_parts', 'Provenance', 'detect_provenance', 'flatten_config', 'dequantize',
+           'DraftLoadReport', 'read_draft_config', 'load_draft', 'speculators_config', 'save_draft', 'Pair',
+           'load_pair']
 
 # %% ../nbs/01b_loading.ipynb #9766366f
 def zoo_root()->Path:
@@ -199,37 +201,214 @@ def target_parts(model)->dict:
     inner = model.get_decoder() if hasattr(model, 'get_decoder') else model.model
     return dict(embed=inner.embed_tokens, layers=inner.layers, norm=inner.norm, lm_head=model.get_output_embeddings())
 
-# %% ../nbs/01b_loading.ipynb #6166d1b0
-_VLLM_RENAMES = (('layers.0.', 'midlayer.'), ('draft_id_to_target_id', 'd2t'))
+# %% ../nbs/01b_loading.ipynb #79f4eda0
+@dataclass
+class Provenance:
+    "Who wrote a draft checkpoint and how its files are spelled, with the evidence."
+    trainer: str   # one of `draft.TRAINERS`: it decides what ambiguous config keys mean
+    format: str    # how the files are spelled: 'sglang', 'eagle', 'vllm', 'speculators' or 'modelopt'
+    evidence: str  # one sentence: which files and keys showed it
+    def __post_init__(self):
+        if self.trainer not in TRAINERS: raise ValueError(f"trainer={self.trainer!r}: expected one of {TRAINERS}")
 
-def _canonical_keys(sd:dict, c:DraftConfig)->tuple:
-    "Rename any known spelling to SGLang/SpecForge names; returns (state dict, format name)."
-    fmt = 'sglang'
+_SPECULATORS_KEYS = ('speculators_model_type', 'speculators_config', 'transformer_layer_config')
+_SPECULATORS_ARCHS = ('Eagle3Speculator', 'Eagle3DraftModel')
+_MODELOPT_FLAGS = ('use_input_layernorm_in_first_layer', 'use_last_layernorm', 'use_mtp_layernorm', 'next_layer_regular',
+                   'parallel_draft_step', 'parallel_draft_heads_num_layers')
+_PICKLED = ('.bin', '.pt', '.ckpt')
+
+def _some(xs, n=3)->str:
+    "At most `n` items, comma-separated, and how many more."
+    xs = list(xs)
+    return ', '.join(map(str, xs[:n])) + (f" (+{len(xs)-n} more)" if len(xs) > n else '')
+
+def _layout(keys)->str:
+    "How the first decoder layer's weights are spelled, in words."
+    if any(k.startswith('midlayer.') for k in keys): return 'midlayer.*'
+    if any(k.startswith(('layers.', 'model.layers.')) for k in keys): return 'layers.N.*'
+    return 'no decoder-layer keys'
+
+def _vllm_marks(keys)->list:
+    "The keys only vLLM's renamed layout has: a `model.` prefix, fused projections, `draft_id_to_target_id`."
+    return [k for k in keys if k.startswith('model.') or k.endswith(('qkv_proj.weight', 'gate_up_proj.weight'))
+            or k == 'draft_id_to_target_id']
+
+# %% ../nbs/01b_loading.ipynb #53b3096c
+def detect_provenance(config:dict, # the draft's config.json
+                      keys:list, # its weight names
+                      files=(), # its weight files: a pickled `.bin`/`.pt` is the EAGLE authors' habit
+                     )->Provenance:
+    "Which trainer wrote a draft checkpoint, from the marks each one leaves in config.json and in the weight names."
+    arch, keys = list(config.get('architectures') or []), list(keys)
+    ec = config.get('eagle_config') if isinstance(config.get('eagle_config'), dict) else {}
+    pickled = [Path(f).name for f in files if Path(f).suffix in _PICKLED]
+    lay, fmt = _layout(keys), 'eagle' if pickled else 'sglang'
+    spec = [k for k in _SPECULATORS_KEYS if k in config] + [f"architectures {a}" for a in arch if a in _SPECULATORS_ARCHS]
+    if spec: return Provenance('speculators', 'speculators', f"config.json has {_some(spec)}; the weights use {lay}")
+    mo = [f"eagle_config.{f}" for f in _MODELOPT_FLAGS if f in ec] + [k for k in keys if k.startswith('parallel_draft_heads.')]
+    if mo:
+        half = ', and d2t without t2d' if 'd2t' in keys and 't2d' not in keys else ''
+        return Provenance('modelopt', 'modelopt', f"config.json has {_some(mo)} (ModelOpt's export template); the weights use {lay}{half}")
+    ang = [f"architectures {a}" for a in arch if a.endswith('Eagle3LlamaForCausalLM')] + (['target_model_type'] if 'target_model_type' in config else [])
+    if ang: return Provenance('angelslim', fmt, f"config.json has {_some(ang)} (AngelSlim's draft class); the weights use {lay}")
+    if vl := _vllm_marks(keys): return Provenance('vllm', 'vllm', f"the weights use vLLM's renamed keys ({_some(vl)})")
+    if (pickled and not ec) or (arch == ['LlamaForCausalLM'] and not ec):
+        why = ([f"weights in {pickled[0]}"] if pickled else []) + (["architectures LlamaForCausalLM"] if arch == ['LlamaForCausalLM'] else [])
+        return Provenance('eagle', fmt, f"{' and '.join(why)}, no eagle_config (the EAGLE authors' training config); the weights use {lay}")
+    said = f"architectures {_some(arch)}" if arch else 'no architectures'
+    tail = '' if 'LlamaForCausalLMEagle3' in arch else ' (no trainer-specific marks: read as SpecForge/SGLang)'
+    return Provenance('specforge', fmt, f"config.json has {said} and the weights use {lay}{tail}")
+
+# %% ../nbs/01b_loading.ipynb #ea59d662
+_SPECULATORS_FLAGS = dict(draft_vocab_size=32000, norm_before_residual=False, norm_before_fc=False, fc_norm=False, norm_output=False)  # Eagle3SpeculatorConfig's defaults
+
+def _layer_config(tl:dict, source)->dict:
+    "speculators' nested layer config with the defaults its own validator fills in: that model type's transformers config class."
+    from transformers import AutoConfig, Qwen3Config
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            cls = type(AutoConfig.for_model(tl['model_type'])) if 'model_type' in tl else Qwen3Config
+            return cls(**tl).to_dict()
+    except Exception as e:
+        raise ModelLoadError(f"{source}: transformer_layer_config (model_type {tl.get('model_type', 'qwen3')!r}) is not a valid transformers "
+                             f"config ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+
+def _flatten_speculators(cfg:dict, source)->dict:
+    "speculators 0.9.0's nested config as the flat dict `DraftConfig.from_dict` reads: layer keys lifted, EAGLE-3 keys on top."
+    if (t := cfg.get('speculators_model_type', 'eagle3')) != 'eagle3':
+        raise ModelLoadError(f"{source}: speculators_model_type={t!r}: only 'eagle3' speculators are EAGLE-3 drafts")
+    tl = cfg.get('transformer_layer_config')
+    if not isinstance(tl, dict): raise ModelLoadError(f"{source}: key 'transformer_layer_config' must be an object (the draft's decoder-layer config), got {tl!r}")
+    flat = {k: v for k, v in _layer_config(tl, source).items() if k not in ('architectures', 'auto_map')}
+    flat.update({k: v if cfg.get(k) is None else cfg[k] for k, v in _SPECULATORS_FLAGS.items()})
+    flat.update(architectures=cfg.get('architectures'), use_aux_hidden_state=True, target_hidden_size=cfg.get('target_hidden_size'),
+                eagle_aux_hidden_state_layer_ids=cfg.get('eagle_aux_hidden_state_layer_ids'))
+    return flat
+
+# %% ../nbs/01b_loading.ipynb #b28f3de4
+_MODELOPT_RULES = {   # flag: (the only value this draft computes, what the other value computes)
+    'use_input_layernorm_in_first_layer': (True, "the hidden state reaches the first attention un-normed (no hidden_norm)"),
+    'use_mtp_layernorm': (False, "MTP-style enorm/hnorm norms run before the first layer"),
+    'next_layer_regular': (True, "the layers after the first are not plain decoder layers"),
+}
+
+def _flatten_modelopt(cfg:dict, source)->dict:
+    "ModelOpt's nested `eagle_config` flags: `use_last_layernorm` lifted to the top level, other math refused by name."
+    ec = cfg.get('eagle_config') or {}
+    for flag, (plain, other) in _MODELOPT_RULES.items():
+        if (v := ec.get(flag)) is not None and bool(v) != plain:
+            raise ModelLoadError(f"{source}: eagle_config.{flag}={json.dumps(v)}: {other}; this draft computes only "
+                                 f"{flag}={json.dumps(plain)}")
+    if (p := ec.get('parallel_draft_step')) is not None and p > 1:
+        raise ModelLoadError(f"{source}: eagle_config.parallel_draft_step={p}: ModelOpt's parallel-draft heads "
+                             f"(parallel_draft_heads.*) are not an EAGLE-3 draft; expected 1")
+    flat = dict(cfg)
+    if ec.get('use_last_layernorm') is not None: flat['use_last_layernorm'] = bool(ec['use_last_layernorm'])
+    return flat
+
+def flatten_config(config:dict, # the draft's config.json as written
+                   prov:Provenance, # who wrote it (`detect_provenance`)
+                   source='config.json', # named in errors
+                  )->dict: # the flat, canonical dict `DraftConfig.from_dict` reads
+    "A draft config in the canonical flat layout: speculators' nested layout lifted, ModelOpt's flags lifted or refused; others as written."
+    if prov.trainer == 'speculators': return _flatten_speculators(config, source)
+    if prov.trainer == 'modelopt': return _flatten_modelopt(config, source)
+    return dict(config)
+
+# %% ../nbs/01b_loading.ipynb #6166d1b0
+_RENAMES = (('layers.0.', 'midlayer.'), ('draft_id_to_target_id', 'd2t'))
+
+def _canonical_keys(sd:dict, c:DraftConfig)->dict:
+    "Rename every known spelling to the SGLang/SpecForge names."
     out = {}
     for k, v in sd.items():
         if k.startswith('model.'): k = k[6:]
-        for a, b in _VLLM_RENAMES:
-            if k.startswith(a): k, fmt = b + k[len(a):], 'vllm'
+        for a, b in _RENAMES:
+            if k.startswith(a): k = b + k[len(a):]
         if k.endswith('self_attn.qkv_proj.weight'):
             q, kv = c.num_attention_heads*c.head_dim, c.num_key_value_heads*c.head_dim
             qw, kw, vw = v.split([q, kv, kv], 0)
             p = k[:-len('qkv_proj.weight')]
-            out.update({p+'q_proj.weight': qw, p+'k_proj.weight': kw, p+'v_proj.weight': vw}); fmt = 'vllm'; continue
+            out.update({p+'q_proj.weight': qw, p+'k_proj.weight': kw, p+'v_proj.weight': vw}); continue
         if k.endswith('mlp.gate_up_proj.weight'):
             g, u = v.chunk(2, 0); p = k[:-len('gate_up_proj.weight')]
-            out.update({p+'gate_proj.weight': g, p+'up_proj.weight': u}); fmt = 'vllm'; continue
+            out.update({p+'gate_proj.weight': g, p+'up_proj.weight': u}); continue
         out[k] = v
-    return out, fmt
+    return out
+
+# %% ../nbs/01b_loading.ipynb #11c1ac6c
+_FP8 = tuple(getattr(torch, n) for n in ('float8_e4m3fn', 'float8_e5m2', 'float8_e4m3fnuz', 'float8_e5m2fnuz') if hasattr(torch, n))
+_SCALES = ('weight_scale', 'weight_scale_inv')
+_ACT_SCALES = ('input_scale', 'output_scale', 'k_scale', 'v_scale')
+_UNSUPPORTED_Q = ('weight_scale_2', 'weight_global_scale', 'weight_zero_point', 'weight_packed', 'weight_shape', 'weight_g_idx',
+                  'qweight', 'qzeros', 'scales', 'g_idx')
+
+def _block_size(config:dict)->tuple|None:
+    "The FP8 block size [rows, cols] a config declares: `quantization_config.weight_block_size`, or compressed-tensors' `block_structure`."
+    q = config.get('quantization_config') or {}
+    if b := q.get('weight_block_size'): return tuple(b)
+    groups = [g for g in (q.get('config_groups') or {}).values() if isinstance(g, dict)]
+    found = [tuple(s) for g in groups if (s := (g.get('weights') or {}).get('block_structure'))]
+    return found[0] if found else None
+
+def _scale_grid(w, s, block, name:str, src)->torch.Tensor:
+    "A scale tensor broadcastable to `w`: one per tensor, one per output channel, or one per [b0, b1] block; anything else refused."
+    s = s.float()
+    if s.numel() == 1: return s.reshape(())
+    if w.dim() != 2: raise ModelLoadError(f"{src}: {name} has shape {tuple(s.shape)} for a {w.dim()}-D weight: expected one scale")
+    out, inp = w.shape
+    if tuple(s.shape) in ((out,), (out, 1)): return s.reshape(out, 1)
+    if s.dim() == 2:
+        if block is None:
+            raise ModelLoadError(f"{src}: {name} has shape {tuple(s.shape)}, a block grid, but config.json has no quantization_config.weight_block_size")
+        b0, b1 = block
+        if tuple(s.shape) != (-(-out // b0), -(-inp // b1)):
+            raise ModelLoadError(f"{src}: {name} has shape {tuple(s.shape)}, expected ({-(-out // b0)}, {-(-inp // b1)}) "
+                                 f"for a {out}x{inp} weight in {b0}x{b1} blocks")
+        return s.repeat_interleave(b0, 0)[:out].repeat_interleave(b1, 1)[:, :inp]
+    raise ModelLoadError(f"{src}: {name} has shape {tuple(s.shape)} for a weight of shape {tuple(w.shape)}: "
+                         f"expected one scale, one per output channel, or one per block")
+
+# %% ../nbs/01b_loading.ipynb #9583d4e6
+def dequantize(sd:dict, # weight name -> tensor, as read from the files
+               config:dict, # the draft's config.json (its `quantization_config` gives the block size)
+               source='weights', # named in errors
+              )->tuple: # (state dict with float32 weights where FP8 was, one-line note or '')
+    "FP8 weights multiplied by their scales; activation scales set aside and named; every other quantized layout refused."
+    block, out, done, act = _block_size(config), dict(sd), [], []
+    for k in list(sd):
+        leaf = k.rsplit('.', 1)[-1]
+        if leaf in _UNSUPPORTED_Q:
+            raise ModelLoadError(f"{source}: {k}: quantization with {leaf} is not supported; expected FP8 weights with weight_scale or weight_scale_inv")
+        if leaf in _ACT_SCALES: act.append(k); del out[k]
+        elif leaf in _SCALES:
+            w = k[:-len(leaf)] + 'weight'
+            if w not in sd: raise ModelLoadError(f"{source}: {k} scales {w}, which the checkpoint does not have")
+            if sd[w].dtype not in _FP8: raise ModelLoadError(f"{source}: {k} scales {w}, which is {sd[w].dtype}, expected an FP8 tensor")
+            out[w] = sd[w].float() * _scale_grid(sd[w], sd[k], block, k, source)
+            del out[k]; done.append(f"{w} ({leaf})")
+    if left := [k for k, v in out.items() if v.dtype in _FP8]:
+        raise ModelLoadError(f"{source}: {left[0]} is {out[left[0]].dtype} with no weight_scale or weight_scale_inv: its values cannot be read without one")
+    note = f"dequantized {len(done)} FP8 weight{'s' * (len(done) != 1)}: {_some(done, 2)}" if done else ''
+    if act:
+        note += ('; ' if note else '') + f"{len(act)} activation/KV-cache scales not used (this draft runs unquantized activations): {_some(act, 2)}"
+        warnings.warn(f"{source}: {note}")
+    return out, note
 
 # %% ../nbs/01b_loading.ipynb #a3a9cb29
 @dataclass
 class DraftLoadReport:
-    "What the draft loader found: the format, keys it did not use, and where the embedding came from."
+    "What the draft loader found: format and trainer, keys it did not use, where the embedding and the vocabulary map came from."
     path: str
-    format: str
-    unknown_keys: list
-    embedding: str
-    vocab_map: str
+    format: str          # how the files are spelled (`Provenance.format`)
+    unknown_keys: list   # checkpoint keys the draft does not use (also warned about)
+    embedding: str       # 'checkpoint', 'target' or 'none'
+    vocab_map: str       # 'checkpoint', 'derived', 'identity' or 'missing'
+    trainer: str = 'specforge'   # who wrote it (`Provenance.trainer`): decides what its config keys mean
+    provenance: str = ''         # one sentence: which files and keys showed the trainer
+    quantization: str = ''       # what was dequantized and which scales were not used, or ''
+    lm_head: str = 'checkpoint'  # 'checkpoint', 'tied' (the embedding) or 'target' (borrowed: `draft_vocab_size: null`, ModelOpt)
 
 def _check_vocab_map(d2t, t2d, c:DraftConfig, src):
     if d2t.shape != (c.draft_vocab_size,):
@@ -269,24 +448,66 @@ def _embedding(draft:Eagle3Draft, sd:dict, target, path)->str:
     object.__setattr__(draft, 'embed_tokens', te)
     return 'target'
 
+# %% ../nbs/01b_loading.ipynb #ae0ec6c4
+def _weight_names(files)->list:
+    "Weight names from safetensors headers, without reading a tensor; pickled files show theirs only when loaded."
+    return [k for f in files if Path(f).suffix == '.safetensors' for k in _safetensors_header(Path(f)) if k != '__metadata__']
+
+def _parse_draft(cfg:dict, keys:list, files:list, path)->tuple:
+    "(DraftConfig, Provenance) from a config and the weight names."
+    src = getattr(cfg, 'source', None) or str(Path(path)/'config.json')
+    prov = detect_provenance(cfg, keys, files)
+    c = DraftConfig.from_dict(flatten_config(cfg, prov, src), source=src, trainer=prov.trainer)
+    c.raw = cfg   # the config as written: wiring and the doctor read its ids where the trainer put them
+    return c, prov
+
+def read_draft_config(path, # draft directory or `zoo:NAME`
+                     )->tuple: # (DraftConfig, Provenance)
+    "A draft's config as its trainer meant it, and who that trainer was; errors name the file and key."
+    path = resolve_path(path)
+    cfg = read_config(path)
+    files = weight_files(path)
+    return _parse_draft(cfg, _weight_names(files), files, path)
+
+# %% ../nbs/01b_loading.ipynb #320576c3
+def _lm_head(draft:Eagle3Draft, sd:dict, target, prov:Provenance, path)->str:
+    "Where lm_head comes from: the checkpoint, the embedding (tied), or the target's, borrowed when the checkpoint has none."
+    c = draft.config
+    if c.tie_word_embeddings: return 'tied'
+    if 'lm_head.weight' in sd or (c.draft_vocab_given and prov.trainer != 'modelopt'): return 'checkpoint'   # absent: named as missing
+    if target is None: raise ModelLoadError(f"{path}: no lm_head.weight; it comes from the target (draft_vocab_size null, or a ModelOpt draft without a head), so pass target=")
+    try: draft.share_lm_head(target_parts(target)['lm_head'])
+    except ValueError as e: raise ModelLoadError(f"{path}: no lm_head.weight and the target's cannot stand in: {e}") from None
+    return 'target'
+
+def _refuse_heads(keys, path):
+    "Weights of something that is not one EAGLE-3 draft (ModelOpt's parallel-draft heads, Medusa heads), named."
+    if bad := [k for k in keys if k.startswith(('parallel_draft_heads.', 'medusa_heads.'))]:
+        raise ModelLoadError(f"{path}: the checkpoint carries parallel-draft heads ({_some(bad, 2)}): ModelOpt's parallel draft "
+                             f"is not one EAGLE-3 draft; expected only the draft's own weights")
+
 # %% ../nbs/01b_loading.ipynb #7a992beb
 def load_draft(path, # draft directory (config.json + weights) or `zoo:NAME`
                target=None, # the target model: its embedding is used when the draft has none
                dtype=torch.float32, device='cpu',
               )->tuple: # (Eagle3Draft, DraftLoadReport)
-    "Load an EAGLE-3 draft in SGLang/SpecForge, EAGLE-authors or vLLM format; unknown keys are reported, not dropped silently."
+    "Load an EAGLE-3 draft from any trainer's checkpoint; unknown keys are reported, not dropped silently."
     path = resolve_path(path)
-    c = DraftConfig.from_dict(read_config(path), source=str(path/'config.json'))
-    files = weight_files(path)
-    sd, fmt = _canonical_keys(load_state_dict(files), c)
-    if any(f.suffix in ('.bin', '.pt', '.ckpt') for f in files) and fmt == 'sglang': fmt = 'eagle'
+    cfg, files = read_config(path), weight_files(path)
+    c, prov = _parse_draft(cfg, _weight_names(files), files, path)   # config errors before any tensor is read
+    raw = load_state_dict(files)
+    if any(f.suffix in _PICKLED for f in files): c, prov = _parse_draft(cfg, list(raw), files, path)   # a pickle's names show only now
+    _refuse_heads(raw, path)
+    raw, quant = dequantize(raw, cfg, str(files[0]) if len(files) == 1 else str(path))
+    sd = _canonical_keys(raw, c)
     if c.use_aux_hidden_state and 'fc.weight' in sd and sd['fc.weight'].shape[1] != c.fc_in_features:
         raise ModelLoadError(f"{files[0]}: fc.weight takes {sd['fc.weight'].shape[1]} inputs, expected {c.num_aux} aux layers "
                              f"x target hidden size {c.target_hidden_size} = {c.fc_in_features}")
     draft = Eagle3Draft(c)
+    head = _lm_head(draft, sd, target, prov, path)
     expected = draft.state_dict()
     missing = [k for k in expected if k not in sd and k not in ('d2t', 't2d')]
-    if missing: raise ModelLoadError(f"{path}: checkpoint lacks {missing} (format {fmt})")
+    if missing: raise ModelLoadError(f"{path}: checkpoint lacks {missing} (format {prov.format}, written by {prov.trainer})")
     for k, v in expected.items():
         if k in sd and tuple(sd[k].shape) != tuple(v.shape):
             raise ModelLoadError(f"{path}: {k} has shape {tuple(sd[k].shape)}, expected {tuple(v.shape)} from config.json")
@@ -298,18 +519,87 @@ def load_draft(path, # draft directory (config.json + weights) or `zoo:NAME`
     emb = _embedding(draft, sd, target, path)
     draft.to(device=device, dtype=dtype).eval()
     if isinstance(draft.embed_tokens, nn.Embedding) and emb == 'checkpoint': draft.embed_tokens.to(device=device, dtype=dtype)
-    return draft, DraftLoadReport(str(path), fmt, unknown, emb, vocab_map)
+    return draft, DraftLoadReport(str(path), prov.format, unknown, emb, vocab_map, prov.trainer, prov.evidence, quant, head)
+
+# %% ../nbs/01b_loading.ipynb #aa4b35c4
+def _speculators_norm_output(c:DraftConfig)->bool:
+    "speculators' `norm_output` for the math this draft computes (EAGLE 3.1 or not); ValueError when speculators has no spelling for it."
+    if c.rules.hidden_normed_twice: raise ValueError(f"trainer {c.trainer!r} norms the first layer's hidden state twice; speculators norms it once")
+    if not (c.feed_normed or c.head_norm):
+        raise ValueError(f"the draft's logits come from the un-normed hidden state ({c.trainer}'s norm_output/use_last_layernorm); "
+                         f"speculators' logits always come from norm(h)")
+    return c.feed_normed
+
+def _speculators_ids(c:DraftConfig, resid_layers)->list|None:
+    "The aux ids in speculators' convention (id k = resid[k]); ValueError when they would have to be guessed."
+    if resid_layers is not None:
+        if len(resid_layers) != c.num_aux: raise ValueError(f"resid_layers={list(resid_layers)}: expected {c.num_aux} ids, one per fc chunk")
+        return [int(k) for k in resid_layers]
+    ids = read_aux_ids(c.raw)
+    if c.trainer == 'speculators' or (ids['top_level'] is None and ids['nested'] is None): return ids['top_level']
+    raise ValueError(f"resid_layers is needed: the ids {c.trainer} wrote ({ids['nested'] or ids['top_level']}) are read by "
+                     f"speculators as resid[k], which is not what {c.trainer} meant; pass the resid indices the draft was trained on")
+
+def _speculators_layer(c:DraftConfig)->dict:
+    "speculators' `transformer_layer_config` for this draft: llama, or qwen3 when it norms q and k per head."
+    if c.mla: raise ValueError("an MLA draft (kv_lora_rank): speculators 0.9.0 builds llama or qwen3 attention only")
+    if c.rope_scaling and c.rules.rope != 'transformers':
+        raise ValueError(f"rope_scaling {c.rope_scaling.get('rope_type')} as {c.trainer} computes it: speculators uses transformers' rope")
+    if c.qk_norm and c.mlp_bias: raise ValueError("mlp_bias with qwen3 layers: Qwen3's MLP has no bias")
+    rope = {'rope_type': 'default', **(c.rope_scaling or {}), 'rope_theta': c.rope_theta}
+    layer = dict(model_type='qwen3' if c.qk_norm else 'llama', hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+                 num_attention_heads=c.num_attention_heads, num_key_value_heads=c.num_key_value_heads, head_dim=c.head_dim,
+                 num_hidden_layers=c.num_hidden_layers, rms_norm_eps=c.rms_norm_eps, max_position_embeddings=c.max_position_embeddings,
+                 hidden_act=c.hidden_act, vocab_size=c.vocab_size, attention_bias=c.attention_bias, tie_word_embeddings=False, rope_parameters=rope)
+    return layer if c.qk_norm else {**layer, 'mlp_bias': c.mlp_bias}
+
+# %% ../nbs/01b_loading.ipynb #546d3efa
+def speculators_config(c:DraftConfig, # the draft's config (its `trainer` says what its keys mean)
+                       verifier:str|None=None, # the target's hub id or directory: `speculators_config.verifier.name_or_path`
+                       resid_layers=None, # resid indices the draft was trained on; default: a speculators draft's own ids
+                      )->dict: # the config.json speculators 0.9.0 reads
+    "This draft in speculators 0.9.0's `Eagle3SpeculatorConfig` layout; ValueError naming what speculators cannot express."
+    if not c.use_aux_hidden_state: raise ValueError("use_aux_hidden_state=false: speculators' Eagle3DraftModel always applies fc")
+    if c.target_hidden_size != c.hidden_size:
+        raise ValueError(f"target_hidden_size={c.target_hidden_size} != hidden_size={c.hidden_size}: speculators 0.9.0 builds fc over num_aux x hidden_size")
+    if c.fc_bias: raise ValueError("fc has a bias (key 'bias'): speculators' fc has none")
+    vpath = Path(verifier) if verifier else None
+    varch = (read_config(vpath).get('architectures') or []) if vpath and (vpath/'config.json').exists() else []
+    return dict(architectures=['Eagle3DraftModel'], speculators_model_type='eagle3', speculators_version='0.9.0',
+                draft_vocab_size=c.draft_vocab_size, eagle_aux_hidden_state_layer_ids=_speculators_ids(c, resid_layers),
+                norm_before_residual=c.norm_before_residual, norm_before_fc=c.norm_before_fc, fc_norm=c.fc_norm,
+                norm_output=_speculators_norm_output(c), target_hidden_size=None, embed_requires_grad=False, tie_word_embeddings=False,
+                transformer_layer_config=_speculators_layer(c),
+                speculators_config=dict(algorithm='eagle3', default_proposal_method='greedy',
+                                        proposal_methods=[dict(proposal_type='greedy', speculative_tokens=3, verifier_accept_k=1, accept_tolerance=0.0)],
+                                        verifier=dict(name_or_path=None if verifier is None else str(verifier), architectures=list(varch))))
 
 # %% ../nbs/01b_loading.ipynb #d5904f7d
+_FORMATS = ('sglang', 'eagle', 'vllm', 'speculators')
+
+def _speculators_weights(draft:Eagle3Draft, sd:dict)->dict:
+    "Canonical names to speculators' (`layers.0.*`), the embedding and a tied or borrowed lm_head written out as the weights they use."
+    if draft.embed_tokens is None: raise ValueError("the draft has no embedding yet: load it with its target, speculators needs embed_tokens in the checkpoint")
+    sd.setdefault('embed_tokens.weight', draft.embed_tokens.weight.detach().cpu().contiguous())
+    sd.setdefault('lm_head.weight', draft.lm_head.weight.detach().cpu().contiguous())
+    out = {('layers.0.' + k[len('midlayer.'):] if k.startswith('midlayer.') else k): v for k, v in sd.items()}
+    if draft.config.draft_vocab_size == draft.config.vocab_size: out.pop('d2t', None); out.pop('t2d', None)   # speculators registers them only for a smaller draft vocabulary
+    return out
+
 def save_draft(draft:Eagle3Draft, path, # output directory
-               config:dict, # the config.json to write
-               format='sglang', # 'sglang' (safetensors), 'eagle' (pytorch_model.bin) or 'vllm' (renamed, fused)
+               config:dict|None=None, # the config.json to write; for 'speculators' default `speculators_config(draft.config, ...)`
+               format='sglang', # 'sglang' (safetensors), 'eagle' (pytorch_model.bin), 'vllm' (renamed, fused) or 'speculators'
                dtype=None, # e.g. torch.bfloat16 for storage
+               verifier=None, # 'speculators': the target's hub id or directory
+               resid_layers=None, # 'speculators': resid indices the draft was trained on (see `speculators_config`)
               ):
-    "Save a draft checkpoint in one of the formats engines read."
+    "Save a draft checkpoint in one of the formats engines and trainers read."
     from safetensors.torch import save_file
-    path = Path(path); path.mkdir(parents=True, exist_ok=True)
+    if format not in _FORMATS: raise ValueError(f"format={format!r}: expected one of {_FORMATS}")
+    if config is None and format != 'speculators': raise ValueError(f"format={format!r} needs config=, the config.json to write")
+    if format == 'speculators' and config is None: config = speculators_config(draft.config, verifier, resid_layers)   # refusals before any file
     sd = {k: v.detach().cpu().contiguous() for k, v in draft.state_dict().items()}
+    if format == 'speculators': sd = _speculators_weights(draft, sd)
     if dtype is not None: sd = {k: v.to(dtype) if v.is_floating_point() else v for k, v in sd.items()}
     if format == 'vllm':
         p = 'midlayer.'
@@ -317,10 +607,10 @@ def save_draft(draft:Eagle3Draft, path, # output directory
         sd[p+'mlp.gate_up_proj.weight'] = torch.cat([sd.pop(p+'mlp.gate_proj.weight'), sd.pop(p+'mlp.up_proj.weight')])
         sd = {('model.layers.0.' + k[len(p):] if k.startswith(p) else k): v for k, v in sd.items()}
         sd['draft_id_to_target_id'] = sd.pop('d2t')
+    path = Path(path); path.mkdir(parents=True, exist_ok=True)
     (path/'config.json').write_text(json.dumps(config, indent=2))
     if format == 'eagle': torch.save(sd, path/'pytorch_model.bin')
-    elif format in ('sglang', 'vllm'): save_file(sd, str(path/'model.safetensors'))
-    else: raise ValueError(f"format={format!r}: expected 'sglang', 'eagle' or 'vllm'")
+    else: save_file(sd, str(path/'model.safetensors'))
     return path
 
 # %% ../nbs/01b_loading.ipynb #aaf22b37
@@ -342,7 +632,8 @@ class Pair:
     def n_layers(self): return len(target_parts(self.target)['layers'])
     def __repr__(self):
         return (f"Pair(target={self.target_path} [{self.target_config.get('model_type')}, {self.n_layers} layers], "
-                f"draft={self.draft_path} [{self.report.format}], feeds resid{list(self.wiring.resid_layers)} ({self.wiring.engine}))")
+                f"draft={self.draft_path} [{self.report.format}, trainer {self.report.trainer}], "
+                f"feeds resid{list(self.wiring.resid_layers)} ({self.wiring.engine}))")
 
 # %% ../nbs/01b_loading.ipynb #98e2544e
 def load_pair(target='zoo:tiny-dsv3', # target directory or zoo name
@@ -359,7 +650,7 @@ def load_pair(target='zoo:tiny-dsv3', # target directory or zoo name
         draft = f"{target}-eagle3"
     dpath = resolve_path(draft)
     dcfg = read_config(dpath)
-    DraftConfig.from_dict(dcfg, source=dcfg.source); weight_files(dpath)   # the draft's files checked before the target loads
+    read_draft_config(dpath)   # the draft's config and files checked before the target loads
     width = tcfg0.get('hidden_size') or (tcfg0.get('text_config') or {}).get('hidden_size')
     chosen = apply_threads(width if isinstance(width, int) else None, threads)   # before the load: it runs on them too
     model, tok = load_target(tpath, dtype=dtype, device=device, device_map=device_map)

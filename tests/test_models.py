@@ -4,7 +4,7 @@ import json
 import pytest, torch
 from conftest import save_tiny_target, tiny_draft_config, random_draft, FIXTURES
 from eagle3_workbench.draft import DraftConfig, Eagle3Draft
-from eagle3_workbench.loading import load_target, load_draft, save_draft, target_parts
+from eagle3_workbench.loading import load_target, load_draft, save_draft, target_parts, detect_provenance, flatten_config
 
 ARCHS = ['llama', 'qwen2', 'qwen3', 'deepseek_v3']
 
@@ -50,14 +50,17 @@ def test_draft_variants_load(tmp_path, llama_dir):
         assert logits.shape == (1, 7, 48) and torch.isfinite(logits).all()
 
 def test_real_configs_parse_and_build_scaled_down():
-    "Every public config parses; scaled down, each builds a draft whose fc takes 3 x target hidden."
+    "Every public config parses, in its trainer's layout; scaled down, each builds a draft whose fc takes 3 x target hidden."
     for f in sorted((FIXTURES/'draft-configs').glob('*.json')):
         raw = json.loads(f.read_text())
-        c = DraftConfig.from_dict(raw, source=f.name)
+        p = detect_provenance(raw, [])
+        assert p.trainer == ('speculators' if f.name.startswith('speculators') else 'specforge'), (f.name, p)
+        flat = flatten_config(raw, p, f.name)
+        c = DraftConfig.from_dict(flat, source=f.name, trainer=p.trainer)
         assert c.fc_in_features == 3 * c.target_hidden_size and c.head_dim > 0
-        small = {**raw, 'hidden_size': 64, 'intermediate_size': 96, 'vocab_size': 512, 'draft_vocab_size': 128,
+        small = {**flat, 'hidden_size': 64, 'intermediate_size': 96, 'vocab_size': 512, 'draft_vocab_size': 128,
                  'num_attention_heads': 4, 'num_key_value_heads': min(4, raw.get('num_key_value_heads', 4)), 'head_dim': 16}
-        d = Eagle3Draft(DraftConfig.from_dict(small))
+        d = Eagle3Draft(DraftConfig.from_dict(small, trainer=p.trainer))
         assert d.fc.weight.shape == (64, 192) and d.lm_head.weight.shape == (128, 64)
 
 def test_old_addresses_still_work():
