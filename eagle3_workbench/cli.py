@@ -8,10 +8,11 @@ import argparse, json, os, re, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['EXIT_OK', 'EXIT_CHECK_FAILED', 'EXIT_BAD_INPUT', 'ENGINES', 'OPTION_OF', 'parser', 'main']
+__all__ = ['EXIT_OK', 'EXIT_CHECK_FAILED', 'EXIT_BAD_INPUT', 'EXIT_NOT_ENOUGH_EVIDENCE', 'ENGINES', 'OPTION_OF', 'ENGINE_HELP',
+           'parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #efac7108
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_NOT_ENOUGH_EVIDENCE = 0, 1, 2, 3
 
 def _wiring_arg(s:str)->tuple:
     "An argparse type: `conventions.parse_wiring` ('2,6,9'; 'zero' feeds zeros), refusing an empty value."
@@ -37,16 +38,22 @@ def _unit(s):
     return v
 
 # %% ../nbs/09_cli.ipynb #1cab204d
-from .conventions import _WIRING_ENGINES   # the standard library only: --help stays fast
+from .conventions import _WIRING_ENGINES, ENGINE_NAMES, parse_engine   # the standard library only: --help stays fast
 ENGINES = list(_WIRING_ENGINES)
 OPTION_OF = {'speculative_num_steps': '--steps', 'speculative_eagle_topk': '--topk', 'speculative_num_draft_tokens': '--num-draft-tokens',
              'top_p': '--top-p', 'temperature': '--temperature'}   # engine settings as the user typed them
+ENGINE_HELP = (f"whose reading of the draft config decides which resid[k] are fed: one of {', '.join(ENGINE_NAMES)}, "
+               "optionally ==VERSION (e.g. sglang==0.5.6, vllm==0.18.0); a bare name uses the newest rule known and says which")
+
+def _engine_arg(s:str)->str:
+    "An argparse type: an engine name, optionally ==VERSION (`conventions.parse_engine`), as its normalised key."
+    try: return parse_engine(s, 'engine').key
+    except ValueError as e: raise argparse.ArgumentTypeError(str(e)) from None
 
 def _add_pair_args(ap):
     ap.add_argument('--target', default='zoo:tiny-dsv3', help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
     ap.add_argument('--draft', default=None, help="draft directory (default: the zoo draft of the target)")
-    ap.add_argument('--engine', default='sglang', choices=ENGINES,
-                    help="whose reading of the draft config decides which resid[k] are fed (default: sglang, its current rule; sglang-legacy: before PR #25454)")
+    ap.add_argument('--engine', default='sglang', type=_engine_arg, metavar='ENGINE[==VERSION]', help=ENGINE_HELP + ' (default: sglang)')
     _add_threads(ap)
 
 def _add_threads(ap):
@@ -86,29 +93,60 @@ def _run(a)->int:
         if out['lossless'] is not None: print(f"lossless (matches target-only greedy decoding): {out['lossless']}")
     return EXIT_CHECK_FAILED if out['lossless'] is False else EXIT_OK
 
+# %% ../nbs/09_cli.ipynb #cd63018b
+_VARIANT_ENGINES = ('sglang', 'vllm', 'trtllm')   # the engines whose variant support `conventions.VARIANT_SUPPORT` records
+
+def _wiring_draft(arg):
+    "(config, Provenance) of `wiring`'s argument: weight names are read from the headers when the folder has weights."
+    from eagle3_workbench.loading import read_config, resolve_path, detect_provenance, weight_files, _weight_names
+    p = resolve_path(arg) if str(arg).startswith('zoo:') else Path(arg)
+    cfg = read_config(p)
+    has_weights = p.is_dir() and any(p.glob('*.safetensors')) or (p/'model.safetensors.index.json').exists()
+    files = weight_files(p) if has_weights else []
+    return cfg, detect_provenance(cfg, _weight_names(files), files)
+
+def _wiring_target(a)->tuple:
+    "(N, target model_type) from --target or --n-layers."
+    from eagle3_workbench.loading import read_config, resolve_path
+    if a.target is None:
+        if a.n_layers is None: raise ValueError("give the target's layer count: --n-layers N or --target DIR")
+        return a.n_layers, a.model_type
+    tcfg = read_config(resolve_path(a.target))
+    n = tcfg.get('num_hidden_layers')
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1: raise ValueError(f"{a.target}: config.json has no positive integer 'num_hidden_layers'")
+    return n, a.model_type or tcfg.get('model_type')
+
 # %% ../nbs/09_cli.ipynb #6606fdf7
 def _wiring(a)->int:
-    from eagle3_workbench.loading import read_config, resolve_path
-    from eagle3_workbench.conventions import engine_readings, disagreements, wiring_table, sglang_rule_note
-    cfg = read_config(resolve_path(a.draft_config) if str(a.draft_config).startswith('zoo:') else a.draft_config)
-    mtype = a.model_type
-    if a.target is not None:
-        tcfg = read_config(resolve_path(a.target))
-        n, mtype = tcfg.get('num_hidden_layers'), mtype or tcfg.get('model_type')
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"{a.target}: config.json has no positive integer 'num_hidden_layers'")
-    elif a.n_layers is not None: n = a.n_layers
-    else: raise ValueError("give the target's layer count: --n-layers N or --target DIR")
-    rs = engine_readings(cfg, n, mtype)
-    note = sglang_rule_note(mtype)
+    from dataclasses import asdict
+    from eagle3_workbench.conventions import (engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note,
+                                              describe_engine, parse_engine, variant_problems)
+    if a.trtllm_layers is not None and a.engine is None: a.engine = 'trtllm'
+    if a.trtllm_layers is not None and parse_engine(a.engine).name != 'trtllm':
+        raise ValueError(f"--trtllm-layers is TensorRT-LLM's serving option; --engine {a.engine} takes its layers from the draft config")
+    cfg, prov = _wiring_draft(a.draft_config)
+    n, mtype = _wiring_target(a)
+    rs, note = engine_readings(cfg, n, mtype), sglang_rule_note(mtype)
+    spec = parse_engine(a.engine) if a.engine else None
+    mine = resolve_wiring(cfg, n, spec.key, mtype, a.trtllm_layers) if spec else None   # what `load_pair` would wire
+    engines = [spec.key] if spec and spec.name in _VARIANT_ENGINES else [] if spec else list(_VARIANT_ENGINES)
+    variants = {e: variant_problems(cfg, prov.trainer, e) for e in engines}
     if a.json:
-        from dataclasses import asdict
-        print(json.dumps(dict(n_layers=n, target_model_type=mtype, readings=[asdict(r) for r in rs], disagreements=disagreements(rs),
+        print(json.dumps(dict(n_layers=n, target_model_type=mtype, trainer=prov.trainer, provenance=prov.evidence,
+                              **({'engine': dict(key=spec.key, described=describe_engine(spec), resid_layers=list(mine.resid_layers), reason=mine.reason, problems=mine.problems)} if spec else {}),
+                              readings=[asdict(r) for r in rs], disagreements=disagreements(rs),
+                              variant_problems={e: [p._asdict() for p in ps] for e, ps in variants.items()},
                               **({'assumed': note} if mtype is None else {}))))
-    else:
-        print(wiring_table(cfg, n, mtype))
-        for d in disagreements(rs): print('DISAGREEMENT:', d)
-        print(f"note: {note}")
+        return EXIT_OK
+    print(f"draft written by: {prov.trainer} ({prov.evidence})")
+    if spec:
+        print(f"engine: {describe_engine(spec)}\n  {mine.reason}")
+        for p in mine.problems: print(f"  problem: {p}")
+    print(wiring_table(cfg, n, mtype))
+    for d in disagreements(rs): print('DISAGREEMENT:', d)
+    for e, ps in variants.items():
+        for p in ps: print(f"VARIANT IGNORED ({e}): {p.key}: {p.message}")
+    print(f"note: {note}")
     return EXIT_OK
 
 # %% ../nbs/09_cli.ipynb #de0ef9c1
@@ -128,7 +166,7 @@ def _diagnose(a)->int:
                  wiring=a.wiring, deployment=deployment, deployment_prompt=a.deployment_prompt, algorithm=a.algorithm,
                  accept=not a.no_accept, progress=not a.json)
     print(json.dumps(d.to_json()) if a.json else d)
-    return EXIT_OK if d.verdict == 'ok' else EXIT_CHECK_FAILED
+    return {'ok': EXIT_OK, 'inconclusive': EXIT_NOT_ENOUGH_EVIDENCE}.get(d.verdict, EXIT_CHECK_FAILED)
 
 # %% ../nbs/09_cli.ipynb #d4966e4c
 def _param_value(s:str):
@@ -194,7 +232,7 @@ def _report_parser(sub):
                                     'the executed .ipynb is kept beside the HTML. With no model arguments it reports on the zoo pair.')
     rp.add_argument('--target', default=None, help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
     rp.add_argument('--draft', default=None, help='draft directory (default: the zoo draft of the target)')
-    rp.add_argument('--engine', default=None, choices=ENGINES)
+    rp.add_argument('--engine', default=None, type=_engine_arg, metavar='ENGINE[==VERSION]', help=ENGINE_HELP)
     rp.add_argument('--training-dump', default=None)
     rp.add_argument('-p', '--param', nargs=2, action='append', metavar=('NAME', 'VALUE'), help='any template parameter, e.g. -p steps 3')
     rp.add_argument('--out', default='report.html', help='HTML file to write (default: report.html)')
@@ -207,7 +245,7 @@ def _diagnose_parser(sub):
     "The `diagnose` subcommand's arguments."
     d = sub.add_parser('diagnose', help='find wiring faults and print the corrected configuration for each engine',
                        description='The wiring doctor: static checks, training-feature match (with --training-dump) and a wiring sweep; '
-                                   'exit code 0 when the verdict is ok, 1 when miswired or unusable.')
+                                   'exit code 0 when the verdict is ok, 1 when miswired or unusable, 3 when the prompts are too few to decide.')
     _add_pair_args(d)
     d.add_argument('--training-dump', help='SpecForge training dump folder (rows_*/data_*.ckpt): identifies the trained layers')
     d.add_argument('--prompts', help='held-out prompt file (.jsonl or .txt; default: the zoo prompts)')
@@ -229,6 +267,10 @@ def _wiring_parser(sub):
     w.add_argument('--n-layers', type=_at_least(1), help="the target's number of decoder layers")
     w.add_argument('--target', help="target directory (reads num_hidden_layers and model_type from its config)")
     w.add_argument('--model-type', help='target model_type (decides the SGLang rule for DeepSeek/Kimi)')
+    w.add_argument('--engine', default=None, type=_engine_arg, metavar='ENGINE[==VERSION]',
+                   help='also say, first, what this engine release feeds and which variant keys it ignores (e.g. sglang==0.5.6)')
+    w.add_argument('--trtllm-layers', type=_wiring_arg, default=None, metavar='K,K,K',
+                   help="TensorRT-LLM's eagle3_layers_to_capture from its serving config ('output of layer k'); implies --engine trtllm")
     w.add_argument('--json', action='store_true')
     w.set_defaults(func=_wiring)
 
@@ -244,7 +286,7 @@ def _compare_parser(sub):
     c.add_argument('--before', help='vLLM /metrics: an earlier scrape to subtract')
     c.add_argument('--target', default='zoo:tiny-dsv3', help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
     c.add_argument('--draft', default=None, help='draft directory (default: the zoo draft of the target)')
-    c.add_argument('--engine', default=None, choices=ENGINES, help="whose reading of the draft config wires the expectation (default: the deployment's engine)")
+    c.add_argument('--engine', default=None, type=_engine_arg, metavar='ENGINE[==VERSION]', help="whose reading of the draft config wires the expectation (default: the deployment's engine)")
     c.add_argument('--prompts', help='the prompts the deployment served (.jsonl / .txt; default: the zoo prompts)')
     c.add_argument('--n-prompts', type=_at_least(1), default=None)
     c.add_argument('--other-prompts', action='store_true', help='the deployment served other prompts than --prompts (wider intervals)')
@@ -271,7 +313,7 @@ def parser()->argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog='eagle3-workbench', description=(
         'Find EAGLE-3 hidden-state wiring faults: which target layers feed your draft, what each engine makes of '
         'its config, and what acceptance you get. Every command runs on the embedded zoo pair by default.'),
-        epilog='Exit codes: 0 ok, 1 the check failed, 2 bad input (compare: 3 not enough evidence).')
+        epilog='Exit codes: 0 ok, 1 the check failed, 2 bad input, 3 not enough evidence to decide (diagnose, compare).')
     sub = ap.add_subparsers(dest='command', required=True, metavar='COMMAND')
     _run_parser(sub)
     _report_parser(sub)
