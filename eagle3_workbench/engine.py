@@ -5,7 +5,7 @@
 # %% ../nbs/03_engine.ipynb #c6cca0e3
 from __future__ import annotations
 import json, math, time
-from contextlib import nullcontext
+from contextlib import nullcontext, contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from fastcore.basics import patch
@@ -15,9 +15,9 @@ from .draft import DraftCache, Eagle3Draft
 from .loading import target_parts, zoo_root
 
 # %% auto #0
-__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'aux_features', 'Session',
-           'bootstrap_ci', 'summarize', 'greedy_reference', 'RunReport', 'run_prompts', 'ttt_forward',
-           'agreement_per_window', 'read_prompts', 'zoo_prompts']
+__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'ResidStates',
+           'resid_forward', 'aux_features', 'Session', 'bootstrap_ci', 'summarize', 'greedy_reference', 'RunReport',
+           'run_prompts', 'ttt_forward', 'agreement_per_window', 'read_prompts', 'zoo_prompts']
 
 # %% ../nbs/03_engine.ipynb #b80f7f73
 @dataclass
@@ -137,14 +137,32 @@ def _probs(logits, temperature:float, top_p:float):
 def _draw(p, gen): return int(torch.multinomial(p, 1, generator=gen))
 
 # %% ../nbs/03_engine.ipynb #0c1f267a
-def aux_features(hidden_states, # the target's `output_hidden_states`: hidden_states[k] is resid[k] for k < N
+class ResidStates(tuple):
+    "resid[0..N] of one target forward: transformers' hidden_states[0..N-1] and, as resid[N], the last layer's output before the final norm."
+
+@contextmanager
+def _last_layer_output(target):
+    "Hold the last decoder layer's output during a forward; the hook is removed also after an exception."
+    held = []
+    hook = target_parts(target)['layers'][-1].register_forward_hook(lambda m, i, o: held.append(o[0] if isinstance(o, tuple) else o))
+    try: yield held
+    finally: hook.remove()
+
+def resid_forward(target, **kw)->tuple:
+    "(output, `ResidStates`) of one target forward; `kw` goes to the model (input_ids, cache, ...)."
+    with _last_layer_output(target) as held: out = target(output_hidden_states=True, **kw)
+    return out, ResidStates(tuple(out.hidden_states[:-1]) + (held[-1],))
+
+def aux_features(states, # `ResidStates` (resid[0..N]), or a model's plain `hidden_states` (resid[0..N-1], then the post-norm output)
                  resid_layers, # resid indices in chunk order; None feeds zeros
                 )->torch.Tensor: # [..., len(resid_layers) * hidden]
     "The draft's input: the wired resid[k] concatenated in chunk order, zeros for a None slot."
-    n = len(hidden_states) - 1
-    if any(k is not None and not 0 <= k < n for k in resid_layers):
-        raise ValueError(f"resid{list(resid_layers)}: resid[{n}] and beyond are not captured")
-    return torch.cat([hidden_states[k] if k is not None else torch.zeros_like(hidden_states[0]) for k in resid_layers], -1)
+    n = len(states) - 1
+    top = n if isinstance(states, ResidStates) else n - 1   # a plain tuple's last entry is after the final norm: never resid[N]
+    if any(k is not None and not 0 <= k <= top for k in resid_layers):
+        raise ValueError(f"resid{list(resid_layers)}: " + (f"a {n}-layer target has resid[0..{n}]" if top == n else
+                         f"resid[{n}] is not in transformers' hidden_states (its last entry is after the final norm): use `resid_forward`"))
+    return torch.cat([states[k] if k is not None else torch.zeros_like(states[0]) for k in resid_layers], -1)
 
 # %% ../nbs/03_engine.ipynb #24cd33cb
 class Session:
@@ -184,8 +202,8 @@ class Session:
             if configured: raise ValueError(_configured_wiring_error(self.pair, n))
             raise ValueError(f"wiring {list(w)}: the draft takes {self.pair.draft.config.num_aux} aux chunks")
         for k in w:
-            if k is not None and not (isinstance(k, int) and 0 <= k < n):
-                raise ValueError(f"wiring {list(w)}: resid index {k!r} out of range, expected 0 .. {n-1} (resid[{n}] is not captured by any engine)")
+            if k is not None and not (isinstance(k, int) and 0 <= k <= n):
+                raise ValueError(f"wiring {list(w)}: resid index {k!r} out of range, expected 0 .. {n} (resid[{n}]: the last layer's output)")
         return w
 
     @property
@@ -239,9 +257,8 @@ def _target(self:Session, ids, positions, mask=None, phase='extend'):
     dev = next(self.pair.target.parameters()).device
     x, pos = torch.tensor([ids], device=dev), torch.tensor([positions], device=dev)
     with self._phase(phase, positions, ids):
-        out = self.pair.target(input_ids=x, position_ids=pos, attention_mask=mask, use_cache=True,
-                               output_hidden_states=True, **kw)
-    return out.logits[0], aux_features(out.hidden_states, self.wiring)
+        out, hs = resid_forward(self.pair.target, input_ids=x, position_ids=pos, attention_mask=mask, use_cache=True, **kw)
+    return out.logits[0], aux_features(hs, self.wiring)
 
 @patch
 @torch.no_grad()
@@ -514,8 +531,8 @@ def agreement_per_window(target, draft:Eagle3Draft, windows, # [B, T] held-out t
                          wirings:dict, # name -> resid layers (None entries feed zeros)
                          steps:int=4)->dict:
     "Per wiring, a [B, steps] tensor: per window, the fraction of positions where the draft's top token is the target's greedy token."
-    out = target(input_ids=windows, output_hidden_states=True)
-    hs, greedy = out.hidden_states, out.logits.argmax(-1)
+    out, hs = resid_forward(target, input_ids=windows)
+    greedy = out.logits.argmax(-1)
     T, res = windows.shape[1], {}
     for name, layers in wirings.items():
         feats = aux_features(hs, layers)
