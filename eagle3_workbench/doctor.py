@@ -4,21 +4,23 @@
 
 # %% ../nbs/04_doctor.ipynb #0164b2be
 from __future__ import annotations
-import gzip, io, itertools, time
+import gzip, io, itertools, math, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import torch
+from fastcore.basics import patch
 from .conventions import (read_aux_ids, engine_readings, disagreements, resolve_wiring, from_resid,
                                           default_resid_layers, draft_config_edit, ConfigEdit)
 from .capture import Capture
 from .records import load_tensor
 from .engine import (run_prompts, Session, bootstrap_ci, _check_prompts, SpecSettings, agreement_per_window,
-                                     read_prompts)
+                                     read_prompts, summarize, ttt_forward, aux_features)
 
 # %% auto #0
-__all__ = ['CODES', 'Finding', 'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump',
-           'match_training_features', 'training_dump_match', 'candidate_wirings', 'wiring_sweep', 'accept_lengths',
-           'Evidence', 'Recommendation', 'decide', 'Diagnosis', 'diagnose']
+__all__ = ['CODES', 'EXHAUSTIVE_LIMIT', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'Finding', 'static_findings', 'fed_from_capture',
+           'fed_wiring', 'read_training_dump', 'match_training_features', 'training_dump_match', 'AgreementTable',
+           'search_wirings', 'Sweep', 'wiring_sweep', 'accept_lengths', 'Evidence', 'engine_field', 'Recommendation',
+           'beats', 'tied', 'enough_evidence', 'decide', 'sweep_rows', 'Diagnosis', 'diagnose']
 
 # %% ../nbs/04_doctor.ipynb #25f1dcbc
 CODES = {
@@ -38,6 +40,9 @@ CODES = {
     'DEPLOYMENT_BELOW_EXPECTATION': 'the deployment accepts significantly less than the pair in-process on the same prompts (`observed` chapter)',
     'DUMP_INVALID': 'the training dump cannot be used as evidence',
     'CAPTURE_INVALID': 'the deployment capture cannot be used as evidence',
+    'NOT_ENOUGH_EVIDENCE': 'too few held-out prompts or tokens for a wiring verdict from the search: the verdict is inconclusive',
+    'WIRINGS_TIED': 'wirings the evidence cannot tell apart from the recommended one, and about how many more tokens would',
+    'CONVENTION_CANNOT_EXPRESS': "the diagnosed engine's convention cannot feed the recommended layers; what works instead",
 }
 
 @dataclass
@@ -246,63 +251,139 @@ def _identified(sim)->tuple|None:
     return tuple(sim['trained']) if sim and all(sim['identified']) else None
 
 # %% ../nbs/04_doctor.ipynb #e8a4269b
-def candidate_wirings(configured, n_layers:int, readings=(), trained=None)->dict:
-    "Label -> resid tuple of the wirings worth comparing (valid ones only, first label wins for duplicates)."
-    c = {}
-    def add(label, w):
-        w = tuple(w)
-        if all(0 <= x < n_layers for x in w) and w not in c.values(): c[label] = w
-    if configured: add('configured', configured)
-    if trained: add('trained (dump)', trained)
-    for r in readings:
-        if len(r.fed) == len(r.resid): add(f"{r.engine} reading", r.fed)
-    add('engines default', default_resid_layers(n_layers))
-    for base_label, base in [('configured', configured), ('default', default_resid_layers(n_layers))]:
-        if not base: continue
-        a = list(base)
-        add(f"{base_label} +1", [x + 1 for x in a]); add(f"{base_label} -1", [x - 1 for x in a])
-        for i in range(len(a)):
-            for d in (1, -1): add(f"{base_label}, chunk {i} {d:+d}", [x + d if j == i else x for j, x in enumerate(a)])
-        add(f"{base_label} with embedding first", [0] + a[:-1]); add(f"{base_label}, embedding for chunk 0", [0] + a[1:])
-        for p in itertools.permutations(range(len(a))):
-            if list(p) != sorted(p): add(f"{base_label} permuted {list(p)}", [a[i] for i in p])
-    return c
+def _token_ids(pair, prompts)->list:
+    "Each prompt as token ids (texts tokenised without special tokens)."
+    return [pair.tokenizer(p, add_special_tokens=False)['input_ids'] if isinstance(p, str) else list(p) for p in prompts]
+
+class AgreementTable:
+    "One target pass over held-out prompts, kept; per wiring, one teacher-forced draft step scored per prompt."
+    def __init__(self, pair, prompts:list, # texts or token-id lists; each is its own sequence, the statistics' unit
+                 batch_tokens:int=4096): # padded tokens per target forward
+        ids, d = _token_ids(pair, prompts), pair.draft
+        if not ids or all(len(x) < 2 for x in ids): raise ValueError("the prompts give no position to score: a prompt needs 2 tokens")
+        self.pair, self.rows, self.batches = pair, {}, []
+        self.positions = torch.tensor([max(len(x) - 1, 0) for x in ids], dtype=torch.float64)   # [m] positions scored
+        dev, order, i = next(pair.target.parameters()).device, sorted(range(len(ids)), key=lambda i: len(ids[i])), 0
+        vocab = d.to_target_ids(torch.arange(d.config.draft_vocab_size, device=d.d2t.device)).to(dev)   # draft id -> target id
+        while i < len(order):   # prompts of similar length together: little padding
+            j = i + 1
+            while j < len(order) and (j + 1 - i) * len(ids[order[j]]) <= batch_tokens: j += 1
+            idx, T = order[i:j], len(ids[order[j - 1]])
+            x = torch.zeros(len(idx), T, dtype=torch.long)
+            for r, p in enumerate(idx): x[r, :len(ids[p])] = torch.tensor(ids[p])
+            valid = torch.arange(T - 1)[None] < torch.tensor([len(ids[p]) - 1 for p in idx])[:, None]
+            with torch.no_grad(): out = pair.target(input_ids=x.to(dev), output_hidden_states=True)
+            logits = out.logits[:, 1:]
+            self.batches.append((torch.tensor(idx), x.to(dev), out.hidden_states, logits.argmax(-1),   # the target's greedy token
+                                 logits[..., vocab].softmax(-1), valid.to(dev)))                       # its distribution on the draft vocab
+            i = j
+
+    @torch.no_grad()
+    def score(self, wiring)->tuple: # (fit [m], agreeing positions [m]), float64
+        "Per prompt, the draft's fit to the target (summed sum_v p log q) and its top-1 agreement count, fed `wiring` (kept per wiring)."
+        w = tuple(wiring)
+        if w not in self.rows:
+            d, m = self.pair.draft, len(self.positions)
+            fit, hits = torch.zeros(m, dtype=torch.float64), torch.zeros(m, dtype=torch.float64)
+            for idx, x, hs, greedy, p, valid in self.batches:
+                logits = ttt_forward(d, aux_features(hs, w), x, 1)[0][:, :-1]
+                fit[idx] = ((p * logits.log_softmax(-1)).sum(-1) * valid).sum(1).double().cpu()
+                hits[idx] = ((d.to_target_ids(logits.argmax(-1)) == greedy) & valid).sum(1).double().cpu()
+            self.rows[w] = fit, hits
+        return self.rows[w]
 
 # %% ../nbs/04_doctor.ipynb #90d52662
-def _windows(pair, prompts, length=64)->torch.Tensor:
-    "Held-out prompts as one token stream cut into [B, length] windows."
-    tok = pair.tokenizer
-    eos = getattr(tok, 'eos_token_id', None) or 0
-    ids = []
-    for p in prompts: ids += (tok(p, add_special_tokens=False)['input_ids'] if isinstance(p, str) else list(p)) + [eos]
-    n = len(ids) // length
-    if n < 1: raise ValueError(f"the prompts give {len(ids)} tokens, fewer than one window of {length}")
-    return torch.tensor(ids[:n * length]).view(n, length)
+EXHAUSTIVE_LIMIT = 1000   # every ascending choice up to this many (N = 19 for 3 chunks); beyond, a coordinate search
 
-def _paired_gain(a:torch.Tensor, b:torch.Tensor, n=2000, seed=0)->tuple:
-    "Mean of b - a over windows with a paired bootstrap 95% interval."
-    d = (b - a).double().tolist()
-    return sum(d) / len(d), bootstrap_ci([[x] for x in d], n=n, seed=seed)   # windows are the resampled units
+def _coordinate(score, start, n_layers:int, add, rounds:int=4):
+    "Vary one chunk over every layer with the others fixed, keep the best, until no chunk moves."
+    w = list(start)
+    for _ in range(rounds):
+        moved = False
+        for c in range(len(w)):
+            cands = [v for v in (tuple(w[:c] + [k] + w[c+1:]) for k in range(n_layers)) if add(v, 'coordinate search')]
+            b = max(cands, key=score)
+            if list(b) != w: w, moved = list(b), True
+        if not moved: return
 
-@torch.no_grad()
-def wiring_sweep(pair, prompts:list, configured=None, candidates:dict|None=None, steps:int=2, window:int=64)->list:
-    "Teacher-forced agreement of every candidate wiring on the same held-out tokens, best first, with paired intervals against the configured one."
-    n = pair.n_layers
-    candidates = candidates or candidate_wirings(configured, n, engine_readings(pair.draft_config, n, pair.target_config.get('model_type')))
-    dev = next(pair.target.parameters()).device
-    per = agreement_per_window(pair.target, pair.draft, _windows(pair, prompts, window).to(dev), candidates, steps)
-    base = per.get('configured')
-    rows = []
-    for label, w in candidates.items():
-        a = per[label][:, 0].cpu()
-        lo, hi = bootstrap_ci([[x] for x in a.tolist()])   # windows are independent: one group each
-        row = dict(label=label, resid_layers=list(w), agreement=float(a.mean()), ci=[lo, hi],
-                   agreement_per_step=[round(float(x), 4) for x in per[label].mean(0)], configured=label == 'configured')
-        if base is not None: row['gain_vs_configured'], row['gain_ci'] = _paired_gain(base[:, 0].cpu(), a)
-        rows.append(row)
-    rows.sort(key=lambda r: -r['agreement'])
-    rows[0]['best'] = True
-    return rows
+def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `AgreementTable`'s `score(w)[0]`)
+                   n_layers:int, num_aux:int,
+                   seeds:dict, # label -> wiring always compared: configured, dump-identified, engine readings, default
+                   exhaustive_limit:int=EXHAUSTIVE_LIMIT)->tuple: # ({wiring: label} in the order tried, how it searched)
+    "The candidate wirings: every ascending choice for small N, else a coordinate search from each seed; then every chunk order of the seeds and of the best."
+    tried = {}
+    def add(w, label):
+        w = tuple(w)
+        ok = len(w) == num_aux and len(set(w)) == num_aux and all(isinstance(x, int) and 0 <= x < n_layers for x in w)
+        if ok and w not in tried: tried[w] = label
+        return ok
+    seeds = {k: tuple(w) for k, w in seeds.items() if add(w, k)}
+    score = lambda w: float(fit(w).sum())
+    if math.comb(n_layers, num_aux) <= exhaustive_limit:
+        how = f"every ascending choice of {num_aux} of resid[0..{n_layers - 1}]"
+        for w in itertools.combinations(range(n_layers), num_aux): add(w, 'ascending')
+    else:
+        how = f"coordinate search over resid[0..{n_layers - 1}] from {len(seeds)} seed(s)"
+        for s in dict.fromkeys(seeds.values()): _coordinate(score, s, n_layers, add)
+    best = max(tried, key=score)
+    for label, w in list(seeds.items()) + [('best', best)]:
+        for p in itertools.permutations(w): add(p, f"chunk order of {label}")
+    return tried, how + ", and the chunk orders of the seeds and the best"
+
+# %% ../nbs/04_doctor.ipynb #28aeea46
+@dataclass
+class Sweep:
+    "The wiring search's evidence: for each candidate and held-out prompt, the positions where draft and target agree."
+    wirings: list            # candidate wirings (tuples), in the order tried
+    labels: list             # why each was tried
+    fit: torch.Tensor        # [K, m] per candidate and prompt, the draft's fit to the target summed over positions (nats)
+    hits: torch.Tensor       # [K, m] agreeing positions per candidate and prompt
+    positions: torch.Tensor  # [m] positions scored per prompt
+    search: str = ''         # how the space was searched
+
+    @property
+    def prompts(self)->int: return len(self.positions)
+    @property
+    def tokens(self)->int: return int(self.positions.sum())
+    @property
+    def agreement(self)->torch.Tensor: return self.hits.sum(1) / self.positions.sum().clamp_min(1)
+    @property
+    def mean_fit(self)->torch.Tensor: return self.fit.sum(1) / self.positions.sum().clamp_min(1)
+    def index(self, w)->int|None: return self.wirings.index(tuple(w)) if w is not None and tuple(w) in self.wirings else None
+    def subset(self, idx)->'Sweep':
+        "The same candidates on some of the prompts."
+        return Sweep(self.wirings, self.labels, self.fit[:, idx], self.hits[:, idx], self.positions[idx], self.search)
+
+    def paired(self, ref:int)->tuple: # (gain [K], standard error [K], z [K])
+        "Each candidate's fit minus candidate `ref`'s per position, paired on the same prompts."
+        d, n, m = self.fit - self.fit[ref], self.positions, self.prompts
+        g = d.sum(1) / n.sum()
+        se = ((d - g[:, None] * n).pow(2).sum(1) * m / max(m - 1, 1)).sqrt() / n.sum()
+        return g, se, torch.where(g == 0, torch.zeros_like(g), g / se.clamp_min(1e-12))
+
+    def se(self)->torch.Tensor:
+        "Each candidate's agreement's standard error over prompts."
+        n, m = self.positions, self.prompts
+        return ((self.hits - self.agreement[:, None] * n).pow(2).sum(1) * m / max(m - 1, 1)).sqrt() / n.sum()
+
+# %% ../nbs/04_doctor.ipynb #9bfea176
+_TABLES = []   # the last two (pair, prompts, AgreementTable): repeated diagnoses of one pair reuse the target pass
+
+def _table(pair, prompts)->AgreementTable:
+    key = [p if isinstance(p, str) else tuple(p) for p in prompts]
+    for p, k, t in _TABLES:
+        if p is pair and k == key: return t
+    t = AgreementTable(pair, prompts)
+    _TABLES[:] = _TABLES[-1:] + [(pair, key, t)]
+    return t
+
+def wiring_sweep(pair, prompts:list, seeds:dict, # label -> wiring always compared (see `search_wirings`)
+                 exhaustive_limit:int=EXHAUSTIVE_LIMIT)->Sweep:
+    "Search the wirings on held-out prompts: one target pass, one draft step per candidate."
+    t = _table(pair, prompts)
+    tried, how = search_wirings(lambda w: t.score(w)[0], pair.n_layers, pair.draft.config.num_aux, seeds, exhaustive_limit)
+    return Sweep(list(tried), list(tried.values()), torch.stack([t.score(w)[0] for w in tried]), torch.stack([t.score(w)[1] for w in tried]),
+                 t.positions, how)
 
 # %% ../nbs/04_doctor.ipynb #ff12e2e6
 @torch.no_grad()
@@ -320,15 +401,37 @@ def _nonfinite(pair, prompt, wiring)->list:
                     {k: sorted(v) for k, v in bad.items()})]
 
 # %% ../nbs/04_doctor.ipynb #4050c0b6
+def _paired_accept(before:list, after:list, n:int=2000, seed:int=0)->dict:
+    "Accept length after minus before, paired per prompt, with a bootstrap interval over prompts and a label."
+    tot = lambda runs: torch.tensor([[sum(r.verify.accept_length for r in run), max(len(run), 1)] for run in runs], dtype=torch.float64)
+    B, A = tot(before), tot(after)
+    pick = torch.randint(len(A), (n, len(A)), generator=torch.Generator().manual_seed(seed))
+    diff = A[pick, 0].sum(1) / A[pick, 1].sum(1) - B[pick, 0].sum(1) / B[pick, 1].sum(1)
+    lo, hi = diff.quantile(torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    est = float(A[:, 0].sum() / A[:, 1].sum() - B[:, 0].sum() / B[:, 1].sum())
+    return dict(gain=round(est, 3), ci=[round(lo, 3), round(hi, 3)], prompts=len(A),
+                label='better' if lo > 0 else 'worse' if hi < 0 else 'within noise')
+
 def accept_lengths(pair, prompts:list, configured, # the wiring fed, or None when it cannot run
                    recommended, # the wiring to recommend
-                   n_prompts:int=8, tokens:int=24)->dict:
-    "Chain accept length before / after the fix: {'before': run summary or None, 'after': run summary, 'setup': how measured}."
-    run = lambda w: run_prompts(pair, prompts[:n_prompts], tokens, wiring=w, check_lossless=False, progress=False).summary
-    before = run(configured) if configured else None
-    after = before if configured and tuple(configured) == tuple(recommended) else run(recommended)
-    return dict(before=before, after=after,
-                setup=f"chain of {SpecSettings().speculative_num_steps} steps, the first {min(n_prompts, len(prompts))} prompts x {tokens} tokens")
+                   n_prompts:int=8, tokens:int=24,
+                   max_prompts:int=32, # double the prompts up to this many while the paired change is within noise
+                  )->dict:
+    "Chain accept length before / after the fix on the same prompts: {'before', 'after', 'change' (paired), 'setup'}."
+    run = lambda ps, w: run_prompts(pair, ps, tokens, wiring=w, check_lossless=False, progress=False).runs
+    same = configured is not None and tuple(configured) == tuple(recommended)
+    k, before, after, change = min(n_prompts, len(prompts)), [], [], None
+    while True:
+        ps = prompts[len(after):k]
+        after += run(ps, recommended)
+        if configured is not None: before += after[-len(ps):] if same else run(ps, configured)
+        if configured is None or same: break
+        change = _paired_accept(before, after)
+        if change['label'] != 'within noise' or k >= min(max_prompts, len(prompts)): break
+        k = min(2 * k, max_prompts, len(prompts))
+    steps = SpecSettings().speculative_num_steps
+    return dict(before=summarize(before, steps) if before else None, after=summarize(after, steps), change=change,
+                setup=f"chain of {steps} steps, the first {k} prompts x {tokens} tokens, paired")
 
 # %% ../nbs/04_doctor.ipynb #8d997103
 @dataclass
@@ -340,9 +443,11 @@ class Evidence:
     deployed: dict|None = None   # chunk x layer match of a deployment capture
     dump: dict|None = None       # chunk x layer match of the training dump
     dump_findings: list = field(default_factory=list)
-    sweep: list|None = None      # the wiring sweep's rows, best first
+    sweep: Sweep|None = None     # the wiring search (`wiring_sweep`)
     nonfinite: list = field(default_factory=list)   # NONFINITE findings on the wiring to recommend
     accept: dict|None = None     # accept length before / after (`accept_lengths`)
+    engine: str|None = None      # whose reading is diagnosed: the recommendation is written for it first
+    model_type: str|None = None  # the target's model_type (picks SGLang's rule)
 
     @property
     def fatal(self)->bool:
@@ -350,35 +455,93 @@ class Evidence:
         return any(f.code == 'HIDDEN_SIZE_MISMATCH' for f in self.findings)
 
 # %% ../nbs/04_doctor.ipynb #3b4afa35
+_NESTED, _TOP = 'eagle_config.eagle_aux_hidden_state_layer_ids', 'eagle_aux_hidden_state_layer_ids (top level)'
+_FIELDS_BY_ENGINE = {   # engine -> (convention or None when the config is ignored, the field the user edits, the name shown)
+    'sglang-legacy': ('sglang', _NESTED, 'SGLang before PR #25454'), 'sglang-pr25454': ('sglang-pr25454', _NESTED, 'SGLang >= PR #25454'),
+    'vllm': ('vllm', _TOP, 'vLLM'), 'vllm-legacy': ('vllm', _TOP, 'vLLM'), 'specforge': ('specforge', _NESTED, 'SpecForge'),
+    'resid': ('resid', _NESTED, 'resid'), 'eagle': (None, "none: the EAGLE authors' code ignores the config", 'EAGLE authors')}
+
+def engine_field(engine:str|None, n_layers:int, model_type:str|None=None)->tuple: # (key, convention or None, field, name)
+    "Where and how `engine` reads the aux layer ids for this target (SGLang's rule picked by model type)."
+    e = engine or 'sglang'
+    if e == 'sglang': e = resolve_wiring({}, n_layers, 'sglang', model_type).engine   # 'sglang-pr25454' for DeepSeek/Kimi
+    e = 'sglang-legacy' if e == 'sglang' else e
+    if e not in _FIELDS_BY_ENGINE: raise ValueError(f"engine {engine!r}: expected one of {sorted(_FIELDS_BY_ENGINE)} or 'sglang'")
+    return (e, *_FIELDS_BY_ENGINE[e])
+
 @dataclass
 class Recommendation:
-    "The wiring the draft should be fed, written for each engine, with the accept length before / after when measured."
+    "The wiring the draft should be fed, written for the diagnosed engine first, with the accept length before / after when measured."
     resid_layers: tuple
     n_layers: int
     accept_length_before: float|None = None
     accept_length_before_ci: list|None = None
     accept_length_after: float|None = None   # None: accept length was not measured
     accept_length_after_ci: list|None = None
+    accept_change: dict|None = None          # paired after - before: gain, ci, prompts, label ('better', 'worse', 'within noise')
+    engine: str|None = None                  # the engine diagnosed
+    model_type: str|None = None              # the target's model_type
 
     def ids(self, convention:str)->list|None:
         "The ids to write in `convention`, or None where it cannot express these layers (e.g. resid[1] after PR #25454)."
         try: return list(from_resid(self.resid_layers, convention, self.n_layers))
         except ValueError: return None
 
-    def to_json(self)->dict:
-        "resid layers, the ids for SGLang (both rules) and vLLM, and the accept lengths when measured."
-        d = dict(resid_layers=list(self.resid_layers), sglang_eagle_aux_hidden_state_layer_ids=self.ids('sglang'),
-                 sglang_pr25454_eagle_aux_hidden_state_layer_ids=self.ids('sglang-pr25454'),
-                 vllm_eagle_aux_hidden_state_layer_ids=self.ids('vllm'))
-        if self.accept_length_after is None: return d
-        return dict(d, accept_length_before=self.accept_length_before, accept_length_before_ci=self.accept_length_before_ci,
-                    accept_length_after=self.accept_length_after, accept_length_after_ci=self.accept_length_after_ci)
+    def for_engine(self)->dict:
+        "What to write for the diagnosed engine: its name, the field, the ids (None when it cannot express the layers)."
+        key, conv, fld, name = engine_field(self.engine, self.n_layers, self.model_type)
+        ids = self.ids(conv) if conv else (list(self.resid_layers) if tuple(self.resid_layers) == default_resid_layers(self.n_layers) else None)
+        return dict(engine=key, name=name, field=fld, ids=ids)
 
-    def config_edit(self, draft_config:dict, target_model_type:str|None=None)->ConfigEdit:
-        "The user's draft config edited so that SGLang and vLLM both feed `resid_layers`, and the diff."
-        return draft_config_edit(draft_config, self.resid_layers, self.n_layers, target_model_type)
+# %% ../nbs/04_doctor.ipynb #b14d1d90
+@patch
+def to_json(self:Recommendation)->dict:
+    "The diagnosed engine's field and ids first, then resid layers, the ids for SGLang (both rules) and vLLM, and the accept lengths when measured."
+    d = dict(for_engine=self.for_engine(), resid_layers=list(self.resid_layers), sglang_eagle_aux_hidden_state_layer_ids=self.ids('sglang'),
+             sglang_pr25454_eagle_aux_hidden_state_layer_ids=self.ids('sglang-pr25454'), vllm_eagle_aux_hidden_state_layer_ids=self.ids('vllm'))
+    if self.accept_length_after is None: return d
+    return dict(d, accept_length_before=self.accept_length_before, accept_length_before_ci=self.accept_length_before_ci,
+                accept_length_after=self.accept_length_after, accept_length_after_ci=self.accept_length_after_ci,
+                accept_length_change=self.accept_change)
+
+@patch
+def config_edit(self:Recommendation, draft_config:dict, target_model_type:str|None=None)->ConfigEdit:
+    "The user's draft config edited so that SGLang and vLLM both feed `resid_layers`, and the diff."
+    return draft_config_edit(draft_config, self.resid_layers, self.n_layers, target_model_type or self.model_type)
 
 # %% ../nbs/04_doctor.ipynb #4ed0e14e
+ALPHA = 0.01                         # family-wise false-alarm level of the search's verdict (Holm over the candidates)
+MIN_PROMPTS, MIN_TOKENS = 8, 500     # the minimum evidence, chosen from the calibration below
+
+def _threshold(k:int, alpha:float=ALPHA)->float:
+    "The one-sided z a gain must pass when it is the strongest of k comparisons (Holm's first step)."
+    return float(torch.special.ndtri(torch.tensor(1 - alpha / max(k, 1), dtype=torch.float64)))
+
+def beats(sw:Sweep, ref:int, alpha:float=ALPHA)->list:
+    "Indices of the candidates whose paired gain over candidate `ref` survives Holm's correction over the other K - 1, best fit first."
+    g, se, z = sw.paired(ref)
+    p = 0.5 * torch.erfc(z / math.sqrt(2)); p[ref] = 1.0   # one-sided p-values
+    M, out = len(sw.wirings) - 1, []
+    for r, i in enumerate(p.argsort().tolist()[:M]):
+        if p[i] > alpha / (M - r): break
+        out.append(i)
+    return sorted(out, key=lambda i: -float(sw.mean_fit[i]))
+
+def tied(sw:Sweep, rec:int, alpha:float=ALPHA, most:int=10)->list:
+    "Candidates the evidence cannot tell from candidate `rec`, closest first: paired fit gain, z and about how many more tokens would separate them."
+    g, se, z = sw.paired(rec)
+    zt, out = _threshold(len(sw.wirings) - 1, alpha), []
+    for i in (z.abs() < zt).nonzero().flatten().tolist():
+        if i == rec: continue
+        more = None if float(z[i]) == 0 else int(sw.tokens * ((zt / float(z[i])) ** 2 - 1))
+        out.append(dict(resid_layers=list(sw.wirings[i]), gain=round(float(g[i]), 4), z=round(float(z[i]), 2), more_tokens=more))
+    return sorted(out, key=lambda r: -r['gain'])[:most]
+
+def enough_evidence(sw:Sweep|None)->bool:
+    "At least MIN_PROMPTS prompts and MIN_TOKENS scored positions."
+    return sw is not None and sw.prompts >= MIN_PROMPTS and sw.tokens >= MIN_TOKENS
+
+# %% ../nbs/04_doctor.ipynb #5b8ea283
 def _mismatch(configured, trained, source, evidence)->list:
     "Findings comparing the configured wiring with the trained one."
     if configured is None or tuple(configured) == tuple(trained): return []
@@ -388,11 +551,31 @@ def _mismatch(configured, trained, source, evidence)->list:
     off = ' (off by one)' if all(abs(a - b) <= 1 for a, b in zip(c, t)) else ''
     return [Finding('AUX_LAYERS_MISMATCH', 'error', f"fed resid{c} but trained on resid{t}{off} ({source})", evidence)]
 
-def _best(sweep:list, n_layers:int)->dict:
-    "The sweep's top row, or the engines' default when it is statistically tied with it."
-    best = sweep[0]
-    default = next((r for r in sweep if tuple(r['resid_layers']) == default_resid_layers(n_layers)), None)
-    return default if default is not None and default is not best and default['agreement'] >= best['ci'][0] else best
+def _not_enough(sw:Sweep|None)->Finding:
+    have = 'no wiring search' if sw is None else f"{sw.prompts} prompts, {sw.tokens} scored positions"
+    return Finding('NOT_ENOUGH_EVIDENCE', 'warning', f"too little evidence for a wiring verdict from the search: {have}; it needs at least "
+                   f"{MIN_PROMPTS} held-out prompts and {MIN_TOKENS} positions (more prompts, or a training dump, settle it)",
+                   dict(prompts=sw.prompts if sw else 0, tokens=sw.tokens if sw else 0, min_prompts=MIN_PROMPTS, min_tokens=MIN_TOKENS))
+
+def _tie_finding(sw:Sweep, rec:int)->list:
+    "WIRINGS_TIED (info) when candidates cannot be told apart from the recommended one on this evidence."
+    ts = tied(sw, rec)
+    if not ts: return []
+    say = '; '.join(f"resid{t['resid_layers']} ({t['gain']:+.4f} nats/token" + (f", about {t['more_tokens']:,} more tokens" if t['more_tokens'] else '')
+                    + ')' for t in ts[:3])
+    return [Finding('WIRINGS_TIED', 'info', f"{len(ts)}{'+' if len(ts) == 10 else ''} wiring(s) cannot be told apart from resid{list(sw.wirings[rec])} "
+                    f"on {sw.tokens} tokens, e.g. {say}", dict(recommended=list(sw.wirings[rec]), tokens=sw.tokens, tied=ts))]
+
+def _express_finding(rec)->list:
+    "CONVENTION_CANNOT_EXPRESS when the diagnosed engine cannot be told to feed the recommended layers, and what works instead."
+    e = rec.for_engine()
+    if e['ids'] is not None: return []
+    why = ("it ignores the config and always feeds resid" + str(list(default_resid_layers(rec.n_layers)))) if e['field'].startswith('none') else \
+          "no id list in its convention denotes them (after PR #25454 an id list starting with 1 means resid[k+1])"
+    alt = [f"{n} writes {rec.ids(c)} in {f}" for k, (c, f, n) in _FIELDS_BY_ENGINE.items()
+           if c and k not in ('vllm-legacy', 'resid', e['engine']) and rec.ids(c) is not None]
+    return [Finding('CONVENTION_CANNOT_EXPRESS', 'warning', f"{e['name']} cannot feed resid{list(rec.resid_layers)}: {why}; instead: "
+                    + '; '.join(alt + ['or retrain the draft on layers this engine can feed']), dict(engine=e['engine'], alternatives=alt))]
 
 def _rounded(summary)->tuple:
     "(accept length, its interval) of a run summary, rounded as reported; (None, None) when not measured."
@@ -400,58 +583,79 @@ def _rounded(summary)->tuple:
 
 def _low_acceptance(ev:Evidence, rec:Recommendation)->list:
     "LOW_ACCEPTANCE when the recommended wiring agrees or accepts little, with what was ruled out."
-    row = next((r for r in ev.sweep if tuple(r['resid_layers']) == tuple(rec.resid_layers)), None)
-    al = rec.accept_length_after
-    if not ((row and row['agreement'] < 0.3) or (al is not None and al < 1.3)): return []
-    ag = row['agreement'] if row else None
-    return [Finding('LOW_ACCEPTANCE', 'warning', f"acceptance is low (step-0 agreement {ag if row else float('nan'):.3f}, accept length {al}) "
-                    f"and no wiring cause was found: ruled out static config and vocabulary checks, {len(ev.sweep)} candidate wirings"
+    i = ev.sweep.index(rec.resid_layers) if ev.sweep else None
+    ag, al = (None if i is None else round(float(ev.sweep.agreement[i]), 3)), rec.accept_length_after
+    if not ((ag is not None and ag < 0.3) or (al is not None and al < 1.3)): return []
+    return [Finding('LOW_ACCEPTANCE', 'warning', f"acceptance is low (step-0 agreement {ag}, accept length {al}) and no wiring cause was found: "
+                    f"ruled out static config and vocabulary checks, {len(ev.sweep.wirings) if ev.sweep else 0} candidate wirings"
                     f"{', the training-dump match' if ev.dump else ''} and non-finite values; suspect the draft's training "
-                    "(data, chat template, too few steps)", dict(agreement=ag, accept_length=al, candidates=len(ev.sweep)))]
+                    "(data, chat template, too few steps)", dict(agreement=ag, accept_length=al))]
 
 # %% ../nbs/04_doctor.ipynb #beefc4d5
 def decide(ev:Evidence)->tuple:
     "The doctor's one decision, by the rule above: (verdict, findings, `Recommendation` or None)."
     if ev.fatal: return 'error', list(ev.findings), None
-    n, configured, sweep = ev.n_layers, ev.configured, ev.sweep
-    findings = ev.findings + ev.dump_findings
-    trained = _identified(ev.dump)
+    n, configured, sw = ev.n_layers, ev.configured, ev.sweep
+    findings, enough = ev.findings + ev.dump_findings, enough_evidence(sw)
+    trained = from_dump = _identified(ev.dump)
     if trained is not None:
         cosine = [round(ev.dump['cosine'][c][k], 4) for c, k in enumerate(trained)]
-        findings += _mismatch(configured, trained, 'identified from the training dump',
-                              dict(trained=list(trained), fed=list(configured or []), cosine=cosine))
-    best, conf_row = _best(sweep, n), next((r for r in sweep if r['configured']), None)
-    if trained is None and conf_row is not None and not best['configured'] and best.get('gain_ci', [0])[0] > 0:
-        trained = tuple(best['resid_layers'])
-        lo, hi = best['gain_ci']
-        findings += _mismatch(configured, trained, f"agreement {conf_row['agreement']:.3f} as configured vs {best['agreement']:.3f} for "
-                              f"'{best['label']}', paired gain {best['gain_vs_configured']:+.3f} (95% CI {lo:+.3f} .. {hi:+.3f})",
-                              dict(configured=conf_row, best=best))
-    if trained is not None and 0 in trained:  # trained on the embedding after all: resid[0] in that slot is right
+        findings += _mismatch(configured, trained, 'identified from the training dump', dict(trained=list(trained), fed=list(configured or []), cosine=cosine))
+    ref = sw.index(configured) if sw else None
+    if trained is None and enough and ref is not None and (win := beats(sw, ref)) and float(sw.agreement[win[0]]) >= 0.3:
+        b = win[0]; g, se, z = sw.paired(ref); trained = sw.wirings[b]
+        findings += _mismatch(configured, trained, f"agreement {float(sw.agreement[ref]):.3f} as fed vs {float(sw.agreement[b]):.3f}; paired fit gain "
+                              f"{float(g[b]):+.4f} nats/token (z {float(z[b]):.1f} > {_threshold(len(sw.wirings) - 1):.2f}, Holm over {len(sw.wirings) - 1} "
+                              f"candidates, {sw.prompts} prompts)", dict(gain=round(float(g[b]), 4), z=round(float(z[b]), 2), beaten_by=len(win)))
+    if trained is not None and 0 in trained:   # trained on the embedding after all: resid[0] in that slot is right
         findings = [f for f in findings if not (f.code == 'AUX_EMBEDDING_CAPTURED' and configured and 0 in configured
                                                 and configured.index(0) == trained.index(0))]
-    if trained is None and (configured is None or 0 in configured):
-        trained = tuple((best if 0 not in best['resid_layers'] else next((r for r in sweep if 0 not in r['resid_layers']), best))['resid_layers'])
+    if trained is None and (configured is None or 0 in configured) and sw is not None:
+        order = sw.mean_fit.argsort(descending=True).tolist()
+        trained = sw.wirings[next((i for i in order if 0 not in sw.wirings[i]), order[0])]
+    if from_dump is None and not enough: findings.append(_not_enough(sw))
     acc = ev.accept or {}
-    rec = Recommendation(trained or configured, n, *_rounded(acc.get('before')), *_rounded(acc.get('after')))
-    findings += ev.nonfinite
+    rec = Recommendation(trained or configured, n, *_rounded(acc.get('before')), *_rounded(acc.get('after')), acc.get('change'), ev.engine, ev.model_type)
+    if enough and sw.index(rec.resid_layers) is not None: findings += _tie_finding(sw, sw.index(rec.resid_layers))
+    findings += _express_finding(rec) + ev.nonfinite
     if not any(f.severity == 'error' for f in findings): findings += _low_acceptance(ev, rec)
-    return ('miswired' if any(f.severity == 'error' for f in findings) else 'ok'), findings, rec
+    if any(f.severity == 'error' for f in findings): return 'miswired', findings, rec
+    return ('inconclusive' if any(f.code == 'NOT_ENOUGH_EVIDENCE' for f in findings) else 'ok'), findings, rec
+
+# %% ../nbs/04_doctor.ipynb #f126894d
+def sweep_rows(sw:Sweep, configured=None, recommended=None, top:int=10)->list:
+    "The search's rows worth showing, best fit first: the top candidates, the configured and the recommended one; paired fit gains against the configured one."
+    ag, se, ref, fit = sw.agreement, sw.se(), sw.index(configured), sw.mean_fit
+    g, gse, z = sw.paired(ref) if ref is not None else (None, None, None)
+    order = fit.argsort(descending=True).tolist()
+    show = list(dict.fromkeys(order[:top] + [i for i in (ref, sw.index(recommended)) if i is not None]))
+    rows = []
+    for i in sorted(show, key=lambda i: -float(fit[i])):
+        r = dict(label='configured' if i == ref else sw.labels[i] if sw.labels[i] != 'ascending' else f"resid{list(sw.wirings[i])}",
+                 resid_layers=list(sw.wirings[i]), fit=round(float(fit[i]), 4), agreement=round(float(ag[i]), 4),
+                 ci=[round(float(ag[i] - 1.96 * se[i]), 4), round(float(ag[i] + 1.96 * se[i]), 4)], configured=i == ref,
+                 recommended=recommended is not None and tuple(sw.wirings[i]) == tuple(recommended))
+        if ref is not None: r.update(gain_vs_configured=round(float(g[i]), 4), z_vs_configured=round(float(z[i]), 2),
+                                     gain_ci=[round(float(g[i] - 1.96 * gse[i]), 4), round(float(g[i] + 1.96 * gse[i]), 4)])
+        rows.append(r)
+    rows[0]['best'] = True
+    return rows
 
 # %% ../nbs/04_doctor.ipynb #6ef8d153
 @dataclass
 class Diagnosis:
     "The doctor's verdict, findings, recommendation and evidence."
-    verdict: str
+    verdict: str                   # 'ok', 'miswired', 'inconclusive' (not enough evidence) or 'error' (nothing could run)
     findings: list
     recommendation: Recommendation|None
     configured: list|None
     engine: str
     similarity: dict|None = None
-    sweep: list|None = None
+    sweep: list|None = None        # `sweep_rows`: the rows worth showing
     seconds: float = 0.0
     deployment: dict|None = None   # chunk x layer match of a deployment capture, when one was given
     accept_setup: str|None = None  # how the accept lengths before / after were measured (not in the JSON)
+    search: dict|None = None       # the search's size: prompts, tokens, candidates, how, threshold, enough
 
     @property
     def codes(self): return [f.code for f in self.findings]
@@ -464,26 +668,37 @@ class Diagnosis:
         "The stable JSON form: verdict, findings[], recommended, and the evidence."
         return dict(verdict=self.verdict, engine=self.engine, configured_resid_layers=self.configured,
                     findings=[asdict(f) for f in self.findings], recommended=self.recommended,
-                    similarity=self.similarity, deployment=self.deployment, sweep=self.sweep, seconds=round(self.seconds, 2))
+                    similarity=self.similarity, deployment=self.deployment, sweep=self.sweep, search=self.search, seconds=round(self.seconds, 2))
 
-    def __str__(self):
-        L = [f"verdict: {self.verdict.upper()}   (engine: {self.engine}; configured resid{self.configured})"]
-        for f in sorted(self.findings, key=lambda f: ['error', 'warning', 'info'].index(f.severity)):
-            L.append(f"  [{f.severity}] {f.code}: {f.message}")
-        r = self.recommended
-        if r:
-            L.append(f"recommended: resid{r['resid_layers']}")
-            L.append(f"  SGLang (eagle_config.eagle_aux_hidden_state_layer_ids): {r['sglang_eagle_aux_hidden_state_layer_ids']}"
-                     f"   (DeepSeek/Kimi after PR #25454: {r['sglang_pr25454_eagle_aux_hidden_state_layer_ids']})")
-            L.append(f"  vLLM (top-level eagle_aux_hidden_state_layer_ids): {r['vllm_eagle_aux_hidden_state_layer_ids']}")
-            if r.get('accept_length_before') is not None or r.get('accept_length_after') is not None:
-                al = lambda k: 'n/a' if r.get(k) is None else f"{r[k]:.2f} (95% CI {r[k + '_ci'][0]:.2f} .. {r[k + '_ci'][1]:.2f})"
-                L.append(f"  accept length: {al('accept_length_before')} as configured -> {al('accept_length_after')} recommended"
-                         + (f"   [{self.accept_setup}]" if self.accept_setup else ''))
-        return '\n'.join(L)
-    __repr__ = __str__
+# %% ../nbs/04_doctor.ipynb #8c15dd2c
+@patch
+def __str__(self:Diagnosis):
+    L = [f"verdict: {self.verdict.upper()}   (engine: {self.engine}; configured resid{self.configured})"]
+    for f in sorted(self.findings, key=lambda f: ['error', 'warning', 'info'].index(f.severity)):
+        L.append(f"  [{f.severity}] {f.code}: {f.message}")
+    r = self.recommended
+    if r:
+        e = r['for_engine']
+        L.append(f"recommended: resid{r['resid_layers']}")
+        L.append(f"  {e['name']} ({e['field']}): {e['ids'] if e['ids'] is not None else 'cannot be expressed (see CONVENTION_CANNOT_EXPRESS)'}")
+        L.append(f"  others: SGLang before PR #25454 {r['sglang_eagle_aux_hidden_state_layer_ids']}, SGLang >= PR #25454 for "
+                 f"DeepSeek/Kimi {r['sglang_pr25454_eagle_aux_hidden_state_layer_ids']}, vLLM (top level) {r['vllm_eagle_aux_hidden_state_layer_ids']}")
+        if r.get('accept_length_after') is not None:
+            al = lambda k: 'n/a' if r.get(k) is None else f"{r[k]:.2f} (95% CI {r[k + '_ci'][0]:.2f} .. {r[k + '_ci'][1]:.2f})"
+            c = r.get('accept_length_change')
+            ch = f"; paired change {c['gain']:+.3f} (95% CI {c['ci'][0]:+.3f} .. {c['ci'][1]:+.3f}, {c['prompts']} prompts): {c['label']}" if c else ''
+            L.append(f"  accept length: {al('accept_length_before')} as configured -> {al('accept_length_after')} recommended{ch}"
+                     + (f"   [{self.accept_setup}]" if self.accept_setup else ''))
+    return '\n'.join(L)
+Diagnosis.__repr__ = Diagnosis.__str__
 
 # %% ../nbs/04_doctor.ipynb #9156a608
+def _seeds(configured, n:int, readings, trained)->dict:
+    "The wirings the search always compares: the fed one, the dump's, each engine's reading, the engines' default."
+    s = {'configured': configured, 'trained (dump)': trained, **{f"{r.engine} reading": r.fed for r in readings}}
+    s['engines default'] = default_resid_layers(n) if n >= 4 else None
+    return {k: tuple(w) for k, w in s.items() if w}
+
 def diagnose(pair, # a loaded `Pair`
              prompts:list|None=None, # held-out texts; default: the zoo's
              training_dump=None, # a SpecForge dump folder, the strongest evidence
@@ -492,27 +707,26 @@ def diagnose(pair, # a loaded `Pair`
              deployment=None, # records captured in a deployment (e.g. SGLang --forward-hooks, full mode): the fed layers are identified from them
              deployment_prompt=None, # the prompt that deployment capture served
              algorithm:str='EAGLE3', # the --speculative-algorithm the draft is served with
-             accept:bool=True, # also measure chain accept length before / after the recommendation
+             accept:bool=True, # also measure chain accept length before / after the recommendation, paired
              accept_prompts:int=8, accept_tokens:int=24,
              progress:bool=False, # a progress bar over the doctor's stages on stderr
             )->Diagnosis:
     "Diagnose a target/draft pair: verdict, findings with evidence, and the corrected configuration per engine."
     from tqdm.auto import tqdm
-    t0, engine, n = time.perf_counter(), engine or pair.wiring.engine, pair.n_layers
+    t0, engine, n, mtype = time.perf_counter(), engine or pair.wiring.engine, pair.n_layers, pair.target_config.get('model_type')
     if wiring is not None and len(tuple(wiring)) != pair.draft.config.num_aux:
         raise ValueError(f"wiring {list(wiring)}: the draft takes {pair.draft.config.num_aux} aux chunks, got {len(tuple(wiring))}")
     prompts = prompts if prompts is not None else read_prompts()
     _check_prompts(pair, list(prompts) + ([deployment_prompt] if isinstance(deployment_prompt, str) else []), steps=None)   # before any work
     bar = tqdm(total=1 + (training_dump is not None) + bool(accept), desc='doctor', disable=not progress, leave=False)
     stage = lambda what: (bar.set_postfix_str(what, refresh=False), bar.update())   # a step done, the next named
-    ev = Evidence(n, *static_findings(pair, engine, algorithm))
+    ev = Evidence(n, *static_findings(pair, engine, algorithm), engine=engine, model_type=mtype)
     ev.findings, ev.configured, ev.deployed = fed_wiring(pair, ev.findings, ev.configured, wiring, deployment, deployment_prompt)
     if not ev.fatal:
         if training_dump is not None:
-            bar.set_postfix_str('training dump'); ev.dump, ev.dump_findings = training_dump_match(pair, training_dump); stage('wiring sweep')
-        else: bar.set_postfix_str('wiring sweep')
-        readings = engine_readings(pair.draft_config, n, pair.target_config.get('model_type'))
-        ev.sweep = wiring_sweep(pair, prompts, ev.configured, candidate_wirings(ev.configured, n, readings, _identified(ev.dump)))
+            bar.set_postfix_str('training dump'); ev.dump, ev.dump_findings = training_dump_match(pair, training_dump); stage('wiring search')
+        else: bar.set_postfix_str('wiring search')
+        ev.sweep = wiring_sweep(pair, prompts, _seeds(ev.configured, n, engine_readings(pair.draft_config, n, mtype), _identified(ev.dump)))
         resid = decide(ev)[2].resid_layers   # the wiring to recommend, measured next
         if not any(f.code == 'VOCAB_MAP_INVALID' for f in ev.findings):
             ev.nonfinite = _nonfinite(pair, prompts[0], resid)
@@ -520,5 +734,10 @@ def diagnose(pair, # a loaded `Pair`
                 stage('accept length before / after'); ev.accept = accept_lengths(pair, prompts, ev.configured, resid, accept_prompts, accept_tokens)
     verdict, findings, rec = decide(ev)
     bar.close()
-    return Diagnosis(verdict, findings, rec, list(ev.configured) if ev.configured else None, engine, ev.dump, ev.sweep,
-                     time.perf_counter() - t0, ev.deployed, ev.accept['setup'] if ev.accept else None)
+    sw = ev.sweep
+    search = None if sw is None else dict(prompts=sw.prompts, tokens=sw.tokens, candidates=len(sw.wirings), how=sw.search, alpha=ALPHA,
+                                          threshold_z=round(_threshold(len(sw.wirings) - 1), 3), enough=enough_evidence(sw),
+                                          min_prompts=MIN_PROMPTS, min_tokens=MIN_TOKENS)
+    return Diagnosis(verdict, findings, rec, list(ev.configured) if ev.configured else None, engine, ev.dump,
+                     sweep_rows(sw, ev.configured, rec.resid_layers if rec else None) if sw else None,
+                     time.perf_counter() - t0, ev.deployed, ev.accept['setup'] if ev.accept else None, search)
