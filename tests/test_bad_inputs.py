@@ -170,6 +170,11 @@ CASES = {
     # commands and choices
     'zoo-unknown-action':               Case(['zoo', 'frobnicate'], ['frobnicate'], argparse=True),
     'run-unknown-engine':               Case(['run', '--engine', 'tensorrt'], ['--engine'], argparse=True),
+    'run-engine-release-not-read':      Case(['run', '--engine', 'sglang==0.4.9'], ['--engine', '0.5.6'], argparse=True),
+    'diagnose-engine-bad-version':      Case(['diagnose', '--engine', 'vllm==latest'], ['--engine', 'latest'], argparse=True),
+    'wiring-trtllm-layers-other-engine': Case(['wiring', 'zoo:tiny-llama-eagle3', '--n-layers', '10', '--engine', 'sglang', '--trtllm-layers', '1,4,6'],
+                                          ['--trtllm-layers', '--engine sglang']),
+    'wiring-trtllm-layers-not-ints':    Case(['wiring', 'zoo:tiny-llama-eagle3', '--n-layers', '10', '--trtllm-layers', 'a,b'], ['--trtllm-layers'], argparse=True),
 }
 
 def _snapshot(root:Path)->dict:
