@@ -42,6 +42,24 @@ def tiny_draft_config(vocab=96, draft_vocab=48, hidden=32, target_hidden=32, **e
     cfg.update(extra)
     return cfg
 
+def speculators_example_config()->dict:
+    "What speculators 0.9.0's save_pretrained wrote for a 32-wide, one-layer llama draft of a 96-token target (abridged)."
+    return {'architectures': ['Eagle3DraftModel'], 'draft_vocab_size': 48, 'eagle_aux_hidden_state_layer_ids': [2, 3, 4],
+            'fc_norm': False, 'norm_before_fc': False, 'norm_before_residual': False, 'norm_output': False, 'target_hidden_size': None,
+            'speculators_model_type': 'eagle3', 'speculators_version': '0.9.0',
+            'speculators_config': {'algorithm': 'eagle3', 'default_proposal_method': 'greedy',
+                                   'proposal_methods': [{'proposal_type': 'greedy', 'speculative_tokens': 3, 'verifier_accept_k': 1, 'accept_tolerance': 0.0}],
+                                   'verifier': {'architectures': ['LlamaForCausalLM'], 'name_or_path': None}},
+            'transformer_layer_config': {'model_type': 'llama', 'hidden_size': 32, 'intermediate_size': 64, 'num_attention_heads': 4,
+                                         'num_key_value_heads': 2, 'head_dim': 8, 'num_hidden_layers': 1, 'rms_norm_eps': 1e-06, 'hidden_act': 'silu',
+                                         'max_position_embeddings': 256, 'vocab_size': 96, 'attention_bias': False, 'mlp_bias': False,
+                                         'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'default'}}}
+
+def modelopt_eagle_config()->dict:
+    "The nested eagle_config of a ModelOpt EAGLE-3 export, with its template's default flags."
+    return dict(eagle_aux_hidden_state_layer_ids=[1, 2, 3], use_aux_hidden_state=True, use_input_layernorm_in_first_layer=True,
+                use_last_layernorm=True, use_mtp_layernorm=False, next_layer_regular=True, parallel_draft_step=1, parallel_draft_heads_num_layers=1)
+
 def random_draft(cfg, seed=0):
     "A random-init draft with a real (sorted, in-range) vocabulary map."
     from eagle3_workbench.draft import Eagle3Draft, DraftConfig
