@@ -40,7 +40,8 @@ DRAFT_POINTS = {    # in the order `draft.*` expands to; `stage` puts each norm 
     'draft.input_layernorm': Point('midlayer.input_layernorm', 'out', 4, "output of midlayer.input_layernorm (the normed embedding)"),
     'draft.attn':            Point('midlayer.self_attn', 'out', 5, "output of midlayer.self_attn"),
     'draft.mlp':             Point('midlayer.mlp', 'out', 6, "output of midlayer.mlp"),
-    'draft.hidden':          Point('midlayer', 'out', 7, "output of midlayer: the pre-norm hidden state fed to the next draft step"),
+    'draft.hidden':          Point('midlayer', 'out', 7, "output of midlayer, the first decoder layer: for a one-layer draft the hidden state fed to the next step "
+    "(EAGLE 3.1 feeds its norm instead; a deeper draft feeds its last layer)"),
     'draft.norm':            Point('norm', 'out', 8, "output of the draft's final norm"),
     'draft.logits':          Point('lm_head', 'out', 9, "output of the draft's lm_head (draft vocabulary)"),
 }
