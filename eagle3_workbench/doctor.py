@@ -10,30 +10,36 @@ from pathlib import Path
 import torch
 from fastcore.basics import patch
 from .conventions import (read_aux_ids, engine_readings, disagreements, resolve_wiring, from_resid,
-                                          default_resid_layers, draft_config_edit, ConfigEdit)
+                                          default_resid_layers, draft_config_edit, ConfigEdit, parse_engine, engine_rules,
+                                          capturable, variant_problems)
 from .capture import Capture
 from .records import load_tensor
+from .dumps import read_dump
 from .engine import (run_prompts, Session, bootstrap_ci, _check_prompts, SpecSettings, agreement_per_window,
-                                     read_prompts, summarize, ttt_forward, aux_features)
+                                     read_prompts, summarize, ttt_forward, aux_features, resid_forward)
 
 # %% auto #0
-__all__ = ['CODES', 'EXHAUSTIVE_LIMIT', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'Finding', 'static_findings', 'fed_from_capture',
-           'fed_wiring', 'read_training_dump', 'match_training_features', 'training_dump_match', 'AgreementTable',
-           'search_wirings', 'Sweep', 'wiring_sweep', 'accept_lengths', 'Evidence', 'engine_field', 'Recommendation',
-           'beats', 'tied', 'enough_evidence', 'decide', 'sweep_rows', 'Diagnosis', 'diagnose']
+__all__ = ['CODES', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'Finding',
+           'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump', 'match_training_features',
+           'training_dump_match', 'AgreementTable', 'search_wirings', 'Sweep', 'wiring_sweep', 'accept_lengths',
+           'Evidence', 'engine_field', 'Recommendation', 'beats', 'tied', 'enough_evidence', 'decide', 'sweep_rows',
+           'Diagnosis', 'diagnose']
 
 # %% ../nbs/04_doctor.ipynb #25f1dcbc
 CODES = {
     'AUX_LAYERS_MISMATCH': 'the draft is fed other resid layers than it was trained on (includes off-by-one)',
     'AUX_EMBEDDING_CAPTURED': 'resid[0] (the embedding) is fed where a layer was trained',
     'AUX_ORDER': 'the right layers in the wrong chunk order',
-    'AUX_UNREACHABLE': 'an id maps to resid[N] or beyond: an engine would feed fewer states',
+    'AUX_UNREACHABLE': 'an id maps to a resid the deploying engine release cannot capture (resid[N] before vLLM PR #36063, beyond N anywhere): it feeds fewer states',
     'AUX_CONFIG_MISSING': 'no layer ids in the draft config: engines fall back silently to defaults',
     'CONVENTION_AMBIGUOUS': 'engines would feed different tensors for the same config',
     'FC_SKIPPED': "the draft would run without its fc projection",
     'VOCAB_MAP_MISSING': 'd2t absent or all zeros while the draft vocabulary is smaller',
     'VOCAB_MAP_INVALID': 'd2t out of range, not strictly increasing as target ids, or disagreeing with t2d',
-    'ROPE_MISMATCH': "the draft's rope settings are missing or differ from the target's",
+    'ROPE_MISMATCH': "the draft's rope_theta is missing or differs from the target's",
+    'ROPE_SCALING_MISMATCH': "the draft's rope scaling (type, factor or original_max_position_embeddings) differs from the target's",
+    'DRAFT_POSITIONS_SHORT': "the draft's max_position_embeddings is shorter than the target's",
+    'VARIANT_IGNORED': 'the deploying engine release ignores or misreads a variant key the trainer used (or cannot load the draft)',
     'HIDDEN_SIZE_MISMATCH': 'fc input width != number of aux layers x target hidden size',
     'NONFINITE': 'NaN or Inf in a captured stage',
     'LOW_ACCEPTANCE': 'acceptance is low with no identified cause',
@@ -87,7 +93,59 @@ def _rope_findings(pair)->list:
                         dict(draft_rope_theta=c.rope_theta, target_rope_theta=ttheta))]
     return []
 
+def _scaling(d:dict|None)->dict|None:
+    "A rope config as {rope_type, factor, original_max_position_embeddings} (None for plain rope), from either spelling."
+    d = dict(d or {})
+    t = d.get('rope_type', d.get('type', 'default'))
+    if t in ('default', 'mrope', None) or 'mrope_section' in d: return None
+    return {k: v for k, v in dict(rope_type=t, factor=d.get('factor'), original_max_position_embeddings=d.get('original_max_position_embeddings')).items()
+            if v is not None}
+
+def _scaling_findings(pair)->list:
+    "ROPE_SCALING_MISMATCH when the draft's rope scaling differs from the target's in type, factor or original length."
+    t = pair.target.config
+    ts = _scaling(getattr(t, 'rope_parameters', None) or getattr(t, 'rope_scaling', None))
+    ds = _scaling(pair.draft.config.rope_scaling)
+    if ts is None and ds is None: return []
+    keys = ('rope_type', 'factor', 'original_max_position_embeddings')
+    diff = ['rope_type'] if ts is None or ds is None else [k for k in keys if k in ts and k in ds and ts[k] != ds[k]]
+    if not diff: return []
+    say = lambda s: 'plain rope' if s is None else ', '.join(f"{k} {v}" for k, v in s.items())
+    return [Finding('ROPE_SCALING_MISMATCH', 'warning', f"the draft's rope scaling ({say(ds)}) differs from the target's ({say(ts)}) in "
+                    f"{', '.join(diff)}: positions rotate differently from the target's, worse the longer the context",
+                    dict(draft=ds, target=ts, differs=diff))]
+
+def _positions_findings(pair)->list:
+    "DRAFT_POSITIONS_SHORT when the draft's max_position_embeddings (given, or the 2048 config classes default to) is below the target's."
+    c, tmax = pair.draft.config, getattr(pair.target.config, 'max_position_embeddings', None)
+    given = 'max_position_embeddings' in (c.raw or {})
+    if tmax is None or c.max_position_embeddings >= tmax: return []
+    how = f"max_position_embeddings {c.max_position_embeddings}" if given else f"no max_position_embeddings (config classes default to {c.max_position_embeddings})"
+    return [Finding('DRAFT_POSITIONS_SHORT', 'warning', f"the draft config has {how}, the target {tmax}: engines that size the draft's rope "
+                    "and position limits from its own config (SGLang's and vLLM's draft models build them from the draft config) leave it "
+                    "short past that length; acceptance falls on long prompts (a draft left at 2048 is the known case, SpecForge PR #271)",
+                    dict(draft=c.max_position_embeddings, draft_given=given, target=tmax))]
+
+
 # %% ../nbs/04_doctor.ipynb #df000349
+_LEGACY = ('sglang', 'sglang-legacy', 'sglang-pr25454', 'vllm', 'vllm-legacy', 'specforge', 'eagle', 'resid')   # `resolve_wiring`'s long-standing readings
+
+def _top(pair, engine)->int:
+    "The highest resid index `engine` can feed: N where that release captures resid[N] (the last layer's output), else N - 1."
+    n = pair.n_layers
+    if engine is None or engine in _LEGACY: return n - 1   # the long-standing readings never feed resid[N]; name a release for the newer rules
+    try: return n if capturable(n, n, engine, pair.target_config.get('model_type')).captured else n - 1
+    except ValueError: return n - 1
+
+def _variant_findings(pair, engine)->list:
+    "VARIANT_IGNORED: one finding per draft key the deploying SGLang / vLLM / TensorRT-LLM release ignores or misreads."
+    try: spec = parse_engine(engine or 'sglang', 'engine')
+    except ValueError: return []
+    if spec.name not in ('sglang', 'vllm', 'trtllm'): return []
+    trainer = getattr(pair.report, 'trainer', None) or pair.draft.config.trainer
+    return [Finding('VARIANT_IGNORED', 'error', p.message, dict(p.evidence, key=p.key))
+            for p in variant_problems(pair.draft_config, trainer, spec)]
+
 def static_findings(pair, engine:str='sglang', algorithm:str='EAGLE3')->tuple:
     "Findings that need no forward pass, and the wiring the engine would feed: (findings, configured resid or None)."
     c, cfg, n = pair.draft.config, pair.draft_config, pair.n_layers
@@ -99,13 +157,13 @@ def static_findings(pair, engine:str='sglang', algorithm:str='EAGLE3')->tuple:
     arch = ' '.join(cfg.get('architectures') or [])
     why = []
     if algorithm.upper() != 'EAGLE3': why.append(f"served with --speculative-algorithm {algorithm}")
-    if 'Eagle3' not in arch and 'eagle3' not in str(cfg.get('model_type', '')):
+    if 'Eagle3' not in arch and 'eagle3' not in str(cfg.get('model_type', '')) and 'eagle3' not in str(cfg.get('speculators_model_type', '')):
         why.append(f"architectures {cfg.get('architectures')} do not name an EAGLE-3 draft")
     if not c.use_aux_hidden_state: why.append('use_aux_hidden_state is false')
     if c.use_aux_hidden_state and c.fc_in_features == c.hidden_size:
         why.append(f"fc input width {c.fc_in_features} equals the hidden size, so width-based engines skip fc")
     if why: out.append(Finding('FC_SKIPPED', 'error', 'the draft would run without its fc projection: ' + '; '.join(why), dict(reasons=why)))
-    out += _vocab_findings(pair.draft) + _rope_findings(pair)
+    out += _vocab_findings(pair.draft) + _rope_findings(pair) + _scaling_findings(pair) + _positions_findings(pair) + _variant_findings(pair, engine)
     ids = read_aux_ids(cfg)
     if ids['nested'] is None and ids['top_level'] is None:
         out.append(Finding('AUX_CONFIG_MISSING', 'warning', f"no eagle_aux_hidden_state_layer_ids in the draft config: every engine silently "
@@ -118,9 +176,8 @@ def static_findings(pair, engine:str='sglang', algorithm:str='EAGLE3')->tuple:
     w = resolve_wiring(cfg, n, engine, mtype)
     configured = tuple(w.resid_layers)
     if len(configured) < c.num_aux:
-        full = next((r.resid for r in readings if r.fed == w.resid_layers), w.resid_layers)
-        out.append(Finding('AUX_UNREACHABLE', 'error', f"{engine} would feed only {len(configured)} of {c.num_aux} states: resid{list(full)} "
-                           f"includes resid[{n}] or beyond, which no capture loop reaches", dict(resid=list(full), fed=list(configured), n_layers=n)))
+        out.append(Finding('AUX_UNREACHABLE', 'error', f"{engine} would feed only {len(configured)} of {c.num_aux} states, resid{list(configured)}: "
+                           + '; '.join(w.problems), dict(fed=list(configured), n_layers=n, problems=list(w.problems))))
         configured = None
     elif 0 in configured: out.append(_embedding_fed(engine, configured, ' (no EAGLE-3 recipe trains on the embedding)'))
     return out, configured
@@ -165,6 +222,7 @@ def fed_wiring(pair, findings:list, # the static findings
                configured, # the engine's reading of the config (from `static_findings`)
                wiring=None, # what the deployment feeds, if known
                deployment=None, deployment_prompt=None, # records captured in the deployment, and the prompt it served
+               engine:str|None=None, # the deploying engine: resid[N] is accepted where that release captures it
               )->tuple: # (findings, the wiring fed or None when unusable, the capture's chunk x layer match or None)
     "The wiring the deployment feeds, and the findings about it."
     deployed = None
@@ -174,31 +232,22 @@ def fed_wiring(pair, findings:list, # the static findings
     n, configured = pair.n_layers, tuple(wiring)
     findings = [f for f in findings if f.code not in ('AUX_EMBEDDING_CAPTURED', 'AUX_UNREACHABLE')]
     src = 'the deployment capture shows it' if deployed else 'the deployment'
-    if any(not 0 <= k < n for k in configured):
-        findings.append(Finding('AUX_UNREACHABLE', 'error', f"wiring resid{list(configured)} has indices outside 0 .. {n-1}",
-                                dict(fed=list(configured))))
+    top = _top(pair, engine)
+    if any(not 0 <= k <= top for k in configured):
+        why = f": {capturable(n, n, engine or 'sglang', pair.target_config.get('model_type')).why}" if n in configured else ''
+        findings.append(Finding('AUX_UNREACHABLE', 'error', f"wiring resid{list(configured)} has indices outside 0 .. {top}{why}",
+                                dict(fed=list(configured), top=top)))
         configured = None
     elif 0 in configured: findings.append(_embedding_fed(src, configured))
     return findings, configured, deployed
 
 # %% ../nbs/04_doctor.ipynb #b5abfd1a
 def read_training_dump(folder, limit:int=16)->tuple:
-    "Samples of a SpecForge dump folder (`rows_*/data_*.ckpt[.gz]`): (samples, findings)."
-    folder = Path(folder)
-    files = sorted(folder.glob('rows_*/data_*.ckpt')) + sorted(folder.glob('rows_*/data_*.ckpt.gz'))
-    if not files: return [], [Finding('DUMP_INVALID', 'error', f"{folder}: no rows_*/data_*.ckpt files", dict(folder=str(folder)))]
-    samples, bad = [], []
-    for f in files[:limit]:
-        try:
-            raw = gzip.decompress(f.read_bytes()) if f.suffix == '.gz' else f.read_bytes()
-            d = torch.load(io.BytesIO(raw), map_location='cpu', weights_only=True)
-            missing = [k for k in ('input_ids', 'aux_hidden_state') if k not in d]
-            if missing: raise ValueError(f"keys {missing} missing")
-            aux = d['aux_hidden_state'].float().reshape(-1, d['aux_hidden_state'].shape[-1])
-            samples.append(dict(file=str(f), input_ids=d['input_ids'].flatten().long(), aux=aux, loss_mask=d.get('loss_mask')))
-        except Exception as e: bad.append(f"{f.name}: {type(e).__name__}: {str(e)[:120]}")
-    found = [Finding('DUMP_INVALID', 'error', f"{len(bad)} dump file(s) unreadable, e.g. {bad[0]}", dict(files=bad))] if bad else []
-    return samples, found
+    "Samples of a SpecForge or speculators dump folder (`dumps.read_dump`): (samples, findings), each unreadable file a DUMP_INVALID finding."
+    samples, problems = read_dump(folder, limit)
+    if not problems: return samples, []
+    if not samples and len(problems) == 1: return [], [Finding('DUMP_INVALID', 'error', problems[0], dict(folder=str(folder)))]
+    return samples, [Finding('DUMP_INVALID', 'error', f"{len(problems)} dump file(s) unreadable, e.g. {problems[0]}", dict(files=problems))]
 
 # %% ../nbs/04_doctor.ipynb #1e72ef73
 @torch.no_grad()
@@ -272,9 +321,9 @@ class AgreementTable:
             x = torch.zeros(len(idx), T, dtype=torch.long)
             for r, p in enumerate(idx): x[r, :len(ids[p])] = torch.tensor(ids[p])
             valid = torch.arange(T - 1)[None] < torch.tensor([len(ids[p]) - 1 for p in idx])[:, None]
-            with torch.no_grad(): out = pair.target(input_ids=x.to(dev), output_hidden_states=True)
+            with torch.no_grad(): out, hs = resid_forward(pair.target, input_ids=x.to(dev))   # resid[0..N], resid[N] included
             logits = out.logits[:, 1:]
-            self.batches.append((torch.tensor(idx), x.to(dev), out.hidden_states, logits.argmax(-1),   # the target's greedy token
+            self.batches.append((torch.tensor(idx), x.to(dev), hs, logits.argmax(-1),                 # the target's greedy token
                                  logits[..., vocab].softmax(-1), valid.to(dev)))                       # its distribution on the draft vocab
             i = j
 
@@ -294,37 +343,58 @@ class AgreementTable:
 
 # %% ../nbs/04_doctor.ipynb #90d52662
 EXHAUSTIVE_LIMIT = 1000   # every ascending choice up to this many (N = 19 for 3 chunks); beyond, a coordinate search
+STARTS = ('configured', 'trained (dump)', 'engines default')   # the seeds a coordinate search starts from
+PASSES, STRIDE, RADIUS = 3, 2, 2   # coordinate search: passes at most; the first pass's layer stride; later passes' window
 
-def _coordinate(score, start, n_layers:int, add, rounds:int=4):
-    "Vary one chunk over every layer with the others fixed, keep the best, until no chunk moves."
-    w = list(start)
-    for _ in range(rounds):
-        moved = False
+def _best_in(score, w:tuple, c:int, layers, add)->tuple:
+    "The best wiring when chunk `c` of `w` takes each of `layers` with the others fixed (`w` itself among them)."
+    cands = [v for v in (w[:c] + (k,) + w[c+1:] for k in layers) if add(v, 'coordinate search')]
+    return max(cands, key=score, default=w)
+
+def _coordinate(score, starts:list, top:int, add, passes:int=PASSES, stride:int=STRIDE, radius:int=RADIUS)->tuple:
+    "Coordinate search over resid[0..top]: a first pass from each start, then local passes from the best so far; the best wiring."
+    for w in starts:   # first pass: each chunk over every stride-th layer (its own among them), then the layers around the best
         for c in range(len(w)):
-            cands = [v for v in (tuple(w[:c] + [k] + w[c+1:]) for k in range(n_layers)) if add(v, 'coordinate search')]
-            b = max(cands, key=score)
-            if list(b) != w: w, moved = list(b), True
-        if not moved: return
+            w = _best_in(score, w, c, range(w[c] % stride, top + 1, stride), add)
+            w = _best_in(score, w, c, range(w[c] - stride + 1, w[c] + stride), add)
+    w = max(score.memo, key=score.memo.get)   # the best wiring evaluated so far: the seeds and every start's end
+    for _ in range(passes - 1):               # later passes: each chunk within `radius` layers, until none moves
+        before = w
+        for c in range(len(w)): w = _best_in(score, w, c, range(w[c] - radius, w[c] + radius + 1), add)
+        if w == before: break
+    return w
+
+class _Memo:
+    "A wiring's summed fit, computed once per wiring however often the search asks."
+    def __init__(self, fit): self.fit, self.memo = fit, {}
+    def __call__(self, w)->float:
+        if w not in self.memo: self.memo[w] = float(self.fit(w).sum())
+        return self.memo[w]
 
 def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `AgreementTable`'s `score(w)[0]`)
                    n_layers:int, num_aux:int,
                    seeds:dict, # label -> wiring always compared: configured, dump-identified, engine readings, default
-                   exhaustive_limit:int=EXHAUSTIVE_LIMIT)->tuple: # ({wiring: label} in the order tried, how it searched)
-    "The candidate wirings: every ascending choice for small N, else a coordinate search from each seed; then every chunk order of the seeds and of the best."
-    tried = {}
+                   exhaustive_limit:int=EXHAUSTIVE_LIMIT,
+                   top:int|None=None, # the highest resid index a candidate may use: N - 1 (default), N where the engine captures resid[N]
+                   starts:tuple=STARTS, # labels of the seeds a coordinate search starts from (all seeds when none is there)
+                  )->tuple: # ({wiring: label} in the order tried, how it searched)
+    "The candidate wirings: every ascending choice for small N, else a coordinate search; then every chunk order of the seeds and of the best."
+    tried, top = {}, n_layers - 1 if top is None else top
     def add(w, label):
         w = tuple(w)
-        ok = len(w) == num_aux and len(set(w)) == num_aux and all(isinstance(x, int) and 0 <= x < n_layers for x in w)
+        ok = len(w) == num_aux and len(set(w)) == num_aux and all(isinstance(x, int) and 0 <= x <= top for x in w)
         if ok and w not in tried: tried[w] = label
         return ok
     seeds = {k: tuple(w) for k, w in seeds.items() if add(w, k)}
-    score = lambda w: float(fit(w).sum())
-    if math.comb(n_layers, num_aux) <= exhaustive_limit:
-        how = f"every ascending choice of {num_aux} of resid[0..{n_layers - 1}]"
-        for w in itertools.combinations(range(n_layers), num_aux): add(w, 'ascending')
+    score = _Memo(fit)
+    if math.comb(top + 1, num_aux) <= exhaustive_limit:
+        how = f"every ascending choice of {num_aux} of resid[0..{top}]"
+        for w in itertools.combinations(range(top + 1), num_aux): add(w, 'ascending')
     else:
-        how = f"coordinate search over resid[0..{n_layers - 1}] from {len(seeds)} seed(s)"
-        for s in dict.fromkeys(seeds.values()): _coordinate(score, s, n_layers, add)
+        for w in seeds.values(): score(w)
+        begin = list(dict.fromkeys(w for k, w in seeds.items() if k in starts)) or list(dict.fromkeys(seeds.values()))
+        _coordinate(score, begin, top, add)
+        how = f"coordinate search over resid[0..{top}] from {len(begin)} start(s)"
     best = max(tried, key=score)
     for label, w in list(seeds.items()) + [('best', best)]:
         for p in itertools.permutations(w): add(p, f"chunk order of {label}")
@@ -378,10 +448,12 @@ def _table(pair, prompts)->AgreementTable:
     return t
 
 def wiring_sweep(pair, prompts:list, seeds:dict, # label -> wiring always compared (see `search_wirings`)
-                 exhaustive_limit:int=EXHAUSTIVE_LIMIT)->Sweep:
+                 exhaustive_limit:int=EXHAUSTIVE_LIMIT,
+                 top:int|None=None, # the highest resid index to try: N - 1 (default), or N where the deploying engine captures resid[N]
+                )->Sweep:
     "Search the wirings on held-out prompts: one target pass, one draft step per candidate."
     t = _table(pair, prompts)
-    tried, how = search_wirings(lambda w: t.score(w)[0], pair.n_layers, pair.draft.config.num_aux, seeds, exhaustive_limit)
+    tried, how = search_wirings(lambda w: t.score(w)[0], pair.n_layers, pair.draft.config.num_aux, seeds, exhaustive_limit, top)
     return Sweep(list(tried), list(tried.values()), torch.stack([t.score(w)[0] for w in tried]), torch.stack([t.score(w)[1] for w in tried]),
                  t.positions, how)
 
@@ -466,8 +538,14 @@ def engine_field(engine:str|None, n_layers:int, model_type:str|None=None)->tuple
     e = engine or 'sglang'
     if e == 'sglang': e = resolve_wiring({}, n_layers, 'sglang', model_type).engine   # 'sglang-pr25454' for DeepSeek/Kimi
     e = 'sglang-legacy' if e == 'sglang' else e
-    if e not in _FIELDS_BY_ENGINE: raise ValueError(f"engine {engine!r}: expected one of {sorted(_FIELDS_BY_ENGINE)} or 'sglang'")
-    return (e, *_FIELDS_BY_ENGINE[e])
+    if e in _FIELDS_BY_ENGINE: return (e, *_FIELDS_BY_ENGINE[e])
+    try: s = parse_engine(e, 'engine')   # a release: 'sglang==0.5.6', 'vllm==0.33.0', 'trtllm', 'speculators', 'specforge==0.2.0'
+    except ValueError: raise ValueError(f"engine {engine!r}: expected one of {sorted(_FIELDS_BY_ENGINE)}, 'sglang', or a release such as 'sglang==0.5.6'") from None
+    r = engine_rules(s, model_type)
+    if r.reads is None: return (s.key, None, f"none: {r.engine} ignores the config", r.engine)
+    fld = {'nested': _NESTED, 'top_level': _TOP, 'top_level+nested': _TOP, 'nested+top_level': _NESTED,
+           'serving': 'eagle3_layers_to_capture (TensorRT-LLM serving config)'}.get(r.reads, r.reads)
+    return (s.key, r.convention, fld, r.engine)
 
 @dataclass
 class Recommendation:
@@ -701,8 +779,8 @@ def _seeds(configured, n:int, readings, trained)->dict:
 
 def diagnose(pair, # a loaded `Pair`
              prompts:list|None=None, # held-out texts; default: the zoo's
-             training_dump=None, # a SpecForge dump folder, the strongest evidence
-             engine:str|None=None, # whose reading of the config is deployed; default: the pair's
+             training_dump=None, # a SpecForge or speculators dump folder, the strongest evidence
+             engine:str|None=None, # whose reading of the config is deployed, optionally a release ('sglang==0.5.6'); default: the pair's
              wiring=None, # what the deployment actually feeds, if known (overrides the config reading)
              deployment=None, # records captured in a deployment (e.g. SGLang --forward-hooks, full mode): the fed layers are identified from them
              deployment_prompt=None, # the prompt that deployment capture served
@@ -721,12 +799,13 @@ def diagnose(pair, # a loaded `Pair`
     bar = tqdm(total=1 + (training_dump is not None) + bool(accept), desc='doctor', disable=not progress, leave=False)
     stage = lambda what: (bar.set_postfix_str(what, refresh=False), bar.update())   # a step done, the next named
     ev = Evidence(n, *static_findings(pair, engine, algorithm), engine=engine, model_type=mtype)
-    ev.findings, ev.configured, ev.deployed = fed_wiring(pair, ev.findings, ev.configured, wiring, deployment, deployment_prompt)
+    ev.findings, ev.configured, ev.deployed = fed_wiring(pair, ev.findings, ev.configured, wiring, deployment, deployment_prompt, engine)
     if not ev.fatal:
         if training_dump is not None:
             bar.set_postfix_str('training dump'); ev.dump, ev.dump_findings = training_dump_match(pair, training_dump); stage('wiring search')
         else: bar.set_postfix_str('wiring search')
-        ev.sweep = wiring_sweep(pair, prompts, _seeds(ev.configured, n, engine_readings(pair.draft_config, n, mtype), _identified(ev.dump)))
+        ev.sweep = wiring_sweep(pair, prompts, _seeds(ev.configured, n, engine_readings(pair.draft_config, n, mtype), _identified(ev.dump)),
+                                top=_top(pair, engine))   # resid[N] is a candidate only where this engine release captures it
         resid = decide(ev)[2].resid_layers   # the wiring to recommend, measured next
         if not any(f.code == 'VOCAB_MAP_INVALID' for f in ev.findings):
             ev.nonfinite = _nonfinite(pair, prompts[0], resid)

@@ -2,7 +2,8 @@
 recommended, with and without the training dump, on each zoo draft; correctly wired pairs never called miswired over
 200 random prompt subsets; too little evidence is inconclusive. Expectations come from the planted fault only."""
 import pytest, torch
-from conftest import planted, error_codes
+from pathlib import Path
+from conftest import planted, error_codes, aux_ids
 from eagle3_workbench.loading import load_pair, resolve_path
 from eagle3_workbench.engine import read_prompts
 from eagle3_workbench.conventions import resolve_wiring, default_resid_layers
@@ -121,3 +122,159 @@ def test_original_case_embedding_captured(tmp_path):
     assert r['for_engine'] == dict(engine='sglang-legacy', name='SGLang before PR #25454', field='eagle_config.eagle_aux_hidden_state_layer_ids', ids=[1, 5, 8])
     assert r['accept_length_after'] > r['accept_length_before'] + 0.3
     assert r['accept_length_change']['label'] == 'better' and r['accept_length_change']['ci'][0] > 0
+
+# ---- the deep search (issue 18: N = 61 within 60 s) ---------------------------------------------------------------
+def _counted(f):
+    "A fit function over a made-up score table, and the set of wirings it was asked about."
+    seen = set()
+    def fit(w): seen.add(tuple(w)); return torch.tensor([float(f(w))])
+    return fit, seen
+
+@pytest.mark.parametrize('optimum, seeds', [((7, 40, 50), {'configured': (1, 29, 57), 'engines default': (2, 30, 58)}),
+                                            ((44, 21, 3), {'configured': (2, 30, 58)}),            # chunk 0 must cross chunk 1
+                                            ((59, 60, 0), {'configured': (2, 30, 58), 'vLLM reading': (1, 29, 57)}),
+                                            ((13, 22, 47), {'configured': (5, 6, 7), 'trained (dump)': (20, 30, 40)})])
+def test_coordinate_search_finds_an_optimum_away_from_the_seeds(optimum, seeds):
+    "A score table with its optimum away from every seed (chunks interacting a little): found with a few hundred wirings scored, not 35,990."
+    rng = torch.Generator().manual_seed(sum(optimum))
+    noise = torch.rand(61, 61, generator=rng) * 0.3   # a pairwise interaction between chunks 0 and 1, smaller than one layer's step
+    f = lambda w: -sum(abs(a - b) for a, b in zip(w, optimum)) + float(noise[w[0], w[1]])
+    fit, seen = _counted(f)
+    tried, how = doc.search_wirings(fit, 61, 3, seeds)
+    assert max(tried, key=f) == optimum and optimum in seen, (max(tried, key=f), how)
+    assert 'coordinate search' in how and len(tried) <= 250 and seen <= set(tried), (len(tried), how)
+    starts = {w for k, w in seeds.items() if k in doc.STARTS} or set(seeds.values())
+    assert f"from {len(starts)} start(s)" in how    # only the configured, dump-identified and default wirings start a pass
+
+def test_search_space_reaches_resid_N_only_where_the_engine_captures_it():
+    fake = lambda w: torch.tensor([-float(sum(abs(a - b) for a, b in zip(w, (2, 6, 12))))])
+    tried, how = doc.search_wirings(fake, 12, 3, {'configured': (2, 6, 9)}, top=12)
+    assert max(tried, key=lambda w: float(fake(w))) == (2, 6, 12) and 'resid[0..12]' in how
+    tried, how = doc.search_wirings(fake, 12, 3, {'configured': (2, 6, 9)})
+    assert all(12 not in w for w in tried) and 'resid[0..11]' in how
+
+PLACES = (0, 10, 12, 20, 24, 34, 36, 44, 49, 51, 56, 60)   # where each of the zoo target's 12 layers sits in a 61-layer target
+
+def deep_planted(folder, places=PLACES, n=61, ids=(1, 29, 57)):
+    """A 61-layer target that computes exactly what the zoo's tiny-dsv3 computes: its 12 layers at `places`, every other layer
+    an exact identity (attention and MLP output projections zero). Its resid[k] is the zoo target's resid[#{places < k}], so the
+    zoo draft (trained on resid[2, 6, 9]) was in effect trained on the deep layers holding those: planted, known exactly."""
+    import json, shutil
+    from transformers import AutoConfig, AutoModelForCausalLM
+    folder, src = Path(folder), resolve_path('zoo:tiny-dsv3')
+    zoo = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32, experts_implementation='eager')
+    cfg = AutoConfig.from_pretrained(src); cfg.num_hidden_layers = n
+    deep = AutoModelForCausalLM.from_config(cfg, experts_implementation='eager')
+    zs, sd, where = zoo.state_dict(), deep.state_dict(), {p: i for i, p in enumerate(places)}
+    for k in sd:
+        if not k.startswith('model.layers.'): sd[k] = zs[k].clone(); continue
+        j, rest = int(k.split('.')[2]), k.split('.', 3)[3]
+        if j in where: sd[k] = zs[f'model.layers.{where[j]}.{rest}'].clone()
+        elif 'o_proj' in rest or 'down_proj' in rest: sd[k] = torch.zeros_like(sd[k])
+    deep.load_state_dict(sd); deep.save_pretrained(folder/'target')
+    for f in ('tokenizer.json', 'tokenizer_config.json'): shutil.copy(src/f, folder/'target'/f)
+    shutil.copytree(resolve_path('zoo:tiny-dsv3-eagle3'), folder/'draft', ignore=shutil.ignore_patterns('training_dump'))
+    c = json.loads((folder/'draft'/'config.json').read_text()); c['eagle_config']['eagle_aux_hidden_state_layer_ids'] = list(ids)
+    (folder/'draft'/'config.json').write_text(json.dumps(c))
+    return load_pair(str(folder/'target'), str(folder/'draft'))
+
+@pytest.mark.slow
+def test_deep_target_planted_wiring_found_within_60_s(tmp_path):
+    "N = 61: the coordinate search finds the planted trained layers (far from the configured default) and the verdict comes within 60 s."
+    pair = deep_planted(tmp_path)
+    ids = torch.tensor([[5, 17, 300, 41, 9, 77, 12]])
+    with torch.no_grad(): assert torch.equal(pair.target(input_ids=ids).logits, load_pair('zoo:tiny-dsv3').target(input_ids=ids).logits)
+    zoo_layer = lambda k: sum(p < k for p in PLACES)   # deep resid[k] = zoo resid[zoo_layer(k)]
+    d = diagnose(pair, ZOO, accept=False)
+    rec = d.recommended['resid_layers']
+    assert [zoo_layer(k) for k in rec] == [2, 6, 9], (rec, str(d))
+    assert d.verdict == 'miswired' and 'AUX_LAYERS_MISMATCH' in error_codes(d) and d.configured == [2, 30, 58], str(d)
+    assert 'coordinate search' in d.search['how'] and d.search['candidates'] < 300, d.search
+    assert d.seconds < 60, d.seconds
+
+# ---- engine-release-aware static findings (issue 17 part 4) -----------------------------------------------------------
+def _fc_norm_weights(sd):
+    for i in range(3): sd[f'fc_norm.{i}.weight'] = torch.ones(sd['fc.weight'].shape[1] // 3)
+
+@pytest.mark.parametrize('engine, ignored', [('sglang==0.5.6', True), ('sglang==0.5.11', True), ('sglang==0.5.12', False),
+                                             ('vllm==0.21.0', True), ('vllm==0.22.0', False), ('trtllm', False), ('specforge', False)])
+def test_variant_ignored_per_release(engine, ignored):
+    "A SpecForge fc_norm draft: SGLang reads fc_norm from 0.5.12, vLLM from 0.22.0 (conventions.VARIANT_SUPPORT); SpecForge is no serving engine."
+    from eagle3_workbench.conventions import variant_support
+    p = planted(lambda c: c.update(fc_norm=True), _fc_norm_weights)
+    fs = [f for f in doc.static_findings(p, engine)[0] if f.code == 'VARIANT_IGNORED']
+    if engine != 'specforge': assert (variant_support(engine)['fc_norm'].reading == 'ignored') == ignored   # the rule the expectation comes from
+    assert bool(fs) == ignored, [f.message for f in fs]
+    if ignored:
+        (f,) = fs
+        assert f.severity == 'error' and f.evidence['key'] == 'fc_norm' and f.evidence['trainer'] == 'specforge' and 'fc_norm' in f.message
+        assert f.evidence['trained'] == 'per_chunk' and f.evidence['served'] == 'no_fc_norm'
+    assert not [f for f in doc.static_findings(pair_of('tiny-dsv3'), engine)[0] if f.code == 'VARIANT_IGNORED']   # no variant: nothing to ignore
+
+def test_draft_positions_short():
+    fs = [f for f in doc.static_findings(planted(lambda c: c.update(max_position_embeddings=512)))[0] if f.code == 'DRAFT_POSITIONS_SHORT']
+    assert len(fs) == 1 and fs[0].severity == 'warning' and fs[0].evidence == dict(draft=512, draft_given=True, target=1024)
+    assert '512' in fs[0].message and '1024' in fs[0].message
+    for edit in (lambda c: c.update(max_position_embeddings=1024), lambda c: c.update(max_position_embeddings=4096), lambda c: c.pop('max_position_embeddings')):
+        assert 'DRAFT_POSITIONS_SHORT' not in {f.code for f in doc.static_findings(planted(edit))[0]}   # absent: config classes' 2048 >= 1024
+
+def test_rope_scaling_mismatch(tmp_path):
+    import json, shutil
+    scaled = lambda c: c.update(rope_scaling={'rope_type': 'linear', 'factor': 2.0})
+    fs = [f for f in doc.static_findings(planted(scaled))[0] if f.code == 'ROPE_SCALING_MISMATCH']   # the zoo target: plain rope
+    assert len(fs) == 1 and fs[0].evidence['differs'] == ['rope_type'] and fs[0].evidence['target'] is None
+    t = tmp_path/'target'; shutil.copytree(resolve_path('zoo:tiny-dsv3'), t)   # a target with linear scaling, factor 4
+    c = json.loads((t/'config.json').read_text()); c['rope_parameters'] = {'rope_theta': 10000.0, 'rope_type': 'linear', 'factor': 4.0}
+    (t/'config.json').write_text(json.dumps(c))
+    fs = [f for f in doc.static_findings(planted(scaled, target=str(t)))[0] if f.code == 'ROPE_SCALING_MISMATCH']
+    assert len(fs) == 1 and fs[0].evidence['differs'] == ['factor'], [f.evidence for f in fs]
+    same = lambda c: c.update(rope_scaling={'type': 'linear', 'factor': 4.0})   # the older spelling, same scaling
+    codes = {f.code for f in doc.static_findings(planted(same, target=str(t)))[0]}
+    assert 'ROPE_SCALING_MISMATCH' not in codes and 'ROPE_MISMATCH' not in codes
+    assert 'ROPE_SCALING_MISMATCH' in {f.code for f in doc.static_findings(planted(target=str(t)))[0]}   # the draft unscaled
+
+@pytest.mark.parametrize('engine, reachable', [('vllm==0.33.0', True), ('vllm==0.18.0', False), ('sglang==0.5.20', False)])
+def test_aux_unreachable_only_where_the_release_cannot_capture(engine, reachable):
+    "Top-level ids [2, 6, 12] (resid[N] for vLLM's verbatim reading): vLLM captures resid[N] since PR #36063; older vLLM and SGLang do not."
+    from eagle3_workbench.conventions import capturable
+    p = planted(lambda c: c.update(eagle_aux_hidden_state_layer_ids=[2, 6, 12]))
+    assert capturable(12, 12, engine, 'deepseek_v3').captured == reachable   # the rule the expectation comes from
+    fs, conf = doc.static_findings(p, engine)
+    assert ('AUX_UNREACHABLE' in {f.code for f in fs}) == (not reachable and engine.startswith('vllm')), [f.message for f in fs]
+    if reachable: assert conf == (2, 6, 12)
+    fs, conf, _ = doc.fed_wiring(p, [], None, wiring=(2, 6, 12), engine=engine)   # the deployment feeds resid[N]
+    assert (conf == (2, 6, 12)) == reachable and ('AUX_UNREACHABLE' in {f.code for f in fs}) == (not reachable)
+
+@pytest.mark.slow
+def test_resid_N_wiring_evaluated_where_vllm_captures_it():
+    "vLLM 0.33 fed resid[2, 6, 12]: the search runs over resid[0..12] (the target pass holds resid[N]) and names the fault."
+    d = diagnose(pair_of('tiny-dsv3'), ZOO, engine='vllm==0.33.0', wiring=(2, 6, 12), accept=False)
+    assert d.search['how'].startswith('every ascending choice of 3 of resid[0..12]') and d.configured == [2, 6, 12]
+    assert d.verdict == 'miswired' and d.recommended['resid_layers'] == [2, 6, 9], str(d)
+    assert d.recommended['for_engine'] == dict(engine='vllm==0.33.0', name='vLLM 0.33.0', field='eagle_aux_hidden_state_layer_ids (top level)', ids=[2, 6, 9])
+    d = diagnose(pair_of('tiny-dsv3'), ZOO, engine='sglang==0.5.20', accept=False)
+    assert d.search['how'].startswith('every ascending choice of 3 of resid[0..11]') and d.verdict == 'ok', str(d)
+
+# ---- training dumps in either trainer's format ------------------------------------------------------------------
+@pytest.mark.slow
+def test_speculators_dump_identifies_the_trained_layers(tmp_path):
+    "A speculators dump (hs_{i}.safetensors: token_ids, hidden_states [T, aux layers + last, H]) of the zoo target's resid[2, 6, 9]."
+    from safetensors.torch import save_file
+    from eagle3_workbench.engine import resid_forward
+    pair = pair_of('tiny-dsv3')
+    (tmp_path/'hidden_states').mkdir()
+    for i, text in enumerate(ZOO[:6]):
+        ids = torch.tensor([pair.tokenizer(text, add_special_tokens=False)['input_ids']])
+        with torch.no_grad(): _, hs = resid_forward(pair.target, input_ids=ids)
+        stack = torch.stack([hs[k][0] for k in (2, 6, 9, pair.n_layers)], 1)   # [T, 4, H]: the aux layers, then the last layer
+        save_file({'token_ids': ids[0], 'hidden_states': stack.contiguous()}, tmp_path/'hidden_states'/f'hs_{i}.safetensors')
+    wrong = planted(aux_ids(2, 6, 9), engine='sglang-legacy')   # SGLang before PR #25454 feeds resid[3, 7, 10]
+    d = diagnose(wrong, ZOO[:8], training_dump=tmp_path, accept=False)
+    assert d.similarity['trained'] == [2, 6, 9] and all(d.similarity['identified']), d.similarity
+    assert d.verdict == 'miswired' and 'AUX_LAYERS_MISMATCH' in error_codes(d) and d.recommended['resid_layers'] == [2, 6, 9], str(d)
+    assert any('identified from the training dump' in f.message for f in d.findings)
+    samples, fs = doc.read_training_dump(tmp_path)   # the old reader's interface: samples and DUMP_INVALID findings
+    assert len(samples) == 6 and fs == []
+    (tmp_path/'hidden_states'/'hs_9.safetensors').write_bytes(b'not safetensors')
+    samples, fs = doc.read_training_dump(tmp_path)
+    assert len(samples) == 6 and [f.code for f in fs] == ['DUMP_INVALID'] and 'hs_9.safetensors' in fs[0].message
