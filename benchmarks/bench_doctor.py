@@ -38,13 +38,13 @@ def deep_pair(folder, n_layers:int=61, ids=(1, 29, 57), seed:int=0):
 def deep_rows(prompts, kw:dict, quick:bool=False)->list:
     "diagnose on a 61-layer target: configured = the engines' default (one start), and configured elsewhere (two starts; not in quick mode)."
     from eagle3_workbench.doctor import diagnose
-    import eagle3_workbench.doctor as doc
+    import eagle3_workbench.search as search
     rows = []
     with tempfile.TemporaryDirectory(prefix='e3w-deep-') as tmp:
         cases = (('configured = the default', (1, 29, 57)), ('configured off the default', (9, 19, 39)))
         for label, ids in cases[:1 if quick else 2]:
             p = deep_pair(Path(tmp)/label.replace(' ', '_'), ids=ids)
-            doc._TABLES.clear()   # cold: the target pass is part of the time
+            search._TABLES.clear()   # cold: the target pass is part of the time
             a = time.perf_counter()
             d = diagnose(p, prompts, **kw)
             x = time.perf_counter() - a

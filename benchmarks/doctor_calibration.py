@@ -35,13 +35,13 @@ def pool_prompts(n:int, seed:int=11)->list:
     return heldout_prompts(corpus_files()[1], n=n, seed=seed)
 
 def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, trials:int, sizes=SIZES, seed:int=0)->list:
-    import eagle3_workbench.doctor as doc
+    import eagle3_workbench.doctor as doc, eagle3_workbench.search as search
     from eagle3_workbench.loading import load_pair
     from eagle3_workbench.conventions import engine_readings
     pair = load_pair(target, draft)
     n, k = pair.n_layers, pair.draft.config.num_aux
     t0 = time.perf_counter()
-    table = doc.AgreementTable(pair, pool)
+    table = search.AgreementTable(pair, pool)
     readings = engine_readings(pair.draft_config, n, pair.target_config.get('model_type'))
     rows, gen = [], torch.Generator().manual_seed(seed)
     subsets = {m: [torch.randperm(len(pool), generator=gen)[:m] for _ in range(trials)] for m in sizes}
@@ -51,9 +51,9 @@ def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, tr
                        miswired=0, named=0, inconclusive=0, recommended_trained=0, tokens=0.0, raw_miswired=0)
             for idx in subsets[m]:
                 fit = lambda w: table.score(w)[0][idx]
-                tried, how = doc.search_wirings(fit, n, k, doc._seeds(conf, n, readings, None))
+                tried, how = search.search_wirings(fit, n, k, doc._seeds(conf, n, readings, None))
                 ws = list(tried)
-                sw = doc.Sweep(ws, list(tried.values()), torch.stack([fit(w) for w in ws]), torch.stack([table.score(w)[1][idx] for w in ws]),
+                sw = search.Sweep(ws, list(tried.values()), torch.stack([fit(w) for w in ws]), torch.stack([table.score(w)[1][idx] for w in ws]),
                                table.positions[idx], how)
                 v, fs, rec = doc.decide(doc.Evidence(n, [], conf, sweep=sw))
                 res['tokens'] += sw.tokens / trials
@@ -61,10 +61,10 @@ def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, tr
                 res['named'] += v == 'miswired' and tuple(rec.resid_layers) == trained
                 res['recommended_trained'] += tuple(rec.resid_layers) == trained
                 # the same decision with no minimum evidence: what the minimum protects against
-                mp, mt = doc.MIN_PROMPTS, doc.MIN_TOKENS
-                doc.MIN_PROMPTS = doc.MIN_TOKENS = 0
+                mp, mt = search.MIN_PROMPTS, search.MIN_TOKENS   # read by `search.enough_evidence`
+                search.MIN_PROMPTS = search.MIN_TOKENS = 0
                 try: res['raw_miswired'] += doc.decide(doc.Evidence(n, [], conf, sweep=sw))[0] == 'miswired'
-                finally: doc.MIN_PROMPTS, doc.MIN_TOKENS = mp, mt
+                finally: search.MIN_PROMPTS, search.MIN_TOKENS = mp, mt
             res['tokens'] = round(res['tokens'])
             rows.append(res)
         print(f"{name} {label}: " + ', '.join(f"{r['prompts']}p {r['named']}/{trials}" for r in rows if r['fault'] == label), flush=True)
@@ -93,7 +93,7 @@ def main(argv=None):
     ap.add_argument('--merge', action='store_true', help='keep the stored results of the pairs not named in --pairs')
     a = ap.parse_args(argv)
     from eagle3_workbench.loading import resolve_path
-    import eagle3_workbench.doctor as doc
+    import eagle3_workbench.search as search
     t0, pool, rows = time.perf_counter(), pool_prompts(a.pool), []
     for name in a.pairs:
         target, draft, trained = PAIRS[name]
@@ -105,12 +105,12 @@ def main(argv=None):
     if a.merge and old.exists():   # keep the stored rows of the pairs not rerun
         done = {r['pair'] for r in rows}
         rows = [r for r in json.loads(old.read_text())['rows'] if r['pair'] not in done] + rows
-    meta = dict(trials=a.trials, pool_prompts=len(pool), sizes=list(SIZES), alpha=doc.ALPHA, min_prompts=doc.MIN_PROMPTS,
-                min_tokens=doc.MIN_TOKENS, seconds=round(time.perf_counter() - t0))
+    meta = dict(trials=a.trials, pool_prompts=len(pool), sizes=list(SIZES), alpha=search.ALPHA, min_prompts=search.MIN_PROMPTS,
+                min_tokens=search.MIN_TOKENS, seconds=round(time.perf_counter() - t0))
     (OUT/'doctor_calibration.json').write_text(json.dumps(dict(meta=meta, rows=rows), indent=1) + '\n')
     md = (f"# Doctor calibration\n\n{a.trials} random subsets of a pool of {len(pool)} held-out prompts per size; each subset gets the "
           f"doctor's search (every ascending triple plus chunk orders) and decision (`decide`, Holm over the candidates at family-wise "
-          f"{doc.ALPHA}, minimum evidence {doc.MIN_PROMPTS} prompts and {doc.MIN_TOKENS} tokens). Correctly wired: how often it says "
+          f"{search.ALPHA}, minimum evidence {search.MIN_PROMPTS} prompts and {search.MIN_TOKENS} tokens). Correctly wired: how often it says "
           f"miswired (false alarm). Planted faults: the fraction of subsets where it says miswired AND recommends the trained "
           f"layers (power). {meta['seconds']} s.\n\n" + table_md(rows, a.trials) + '\n')
     (OUT/'doctor_calibration.md').write_text(md)

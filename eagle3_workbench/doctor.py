@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_doctor.ipynb #0164b2be
 from __future__ import annotations
-import gzip, io, itertools, math, time
+import gzip, io, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import torch
@@ -15,14 +15,13 @@ from .conventions import (read_aux_ids, engine_readings, disagreements, resolve_
 from .capture import Capture
 from .records import load_tensor
 from .dumps import read_dump
-from .engine import (run_prompts, Session, bootstrap_ci, _check_prompts, SpecSettings, agreement_per_window,
-                                     read_prompts, summarize, ttt_forward, aux_features, resid_forward)
+from .engine import Session, bootstrap_ci, _check_prompts, read_prompts, resid_forward
+from .search import (Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, _threshold, ALPHA,
+                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths)
 
 # %% auto #0
-__all__ = ['CODES', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'Finding',
-           'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump', 'match_training_features',
-           'training_dump_match', 'AgreementTable', 'search_wirings', 'Sweep', 'wiring_sweep', 'accept_lengths',
-           'Evidence', 'engine_field', 'Recommendation', 'beats', 'tied', 'enough_evidence', 'decide', 'sweep_rows',
+__all__ = ['CODES', 'Finding', 'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump',
+           'match_training_features', 'training_dump_match', 'Evidence', 'engine_field', 'Recommendation', 'decide',
            'Diagnosis', 'diagnose']
 
 # %% ../nbs/04_doctor.ipynb #25f1dcbc
@@ -299,164 +298,6 @@ def _identified(sim)->tuple|None:
     "The layers a dump (or capture) match identifies, or None when any chunk matches no layer exactly."
     return tuple(sim['trained']) if sim and all(sim['identified']) else None
 
-# %% ../nbs/04_doctor.ipynb #e8a4269b
-def _token_ids(pair, prompts)->list:
-    "Each prompt as token ids (texts tokenised without special tokens)."
-    return [pair.tokenizer(p, add_special_tokens=False)['input_ids'] if isinstance(p, str) else list(p) for p in prompts]
-
-class AgreementTable:
-    "One target pass over held-out prompts, kept; per wiring, one teacher-forced draft step scored per prompt."
-    def __init__(self, pair, prompts:list, # texts or token-id lists; each is its own sequence, the statistics' unit
-                 batch_tokens:int=4096): # padded tokens per target forward
-        ids, d = _token_ids(pair, prompts), pair.draft
-        if not ids or all(len(x) < 2 for x in ids): raise ValueError("the prompts give no position to score: a prompt needs 2 tokens")
-        self.pair, self.rows, self.batches = pair, {}, []
-        self.positions = torch.tensor([max(len(x) - 1, 0) for x in ids], dtype=torch.float64)   # [m] positions scored
-        dev, order, i = next(pair.target.parameters()).device, sorted(range(len(ids)), key=lambda i: len(ids[i])), 0
-        vocab = d.to_target_ids(torch.arange(d.config.draft_vocab_size, device=d.d2t.device)).to(dev)   # draft id -> target id
-        while i < len(order):   # prompts of similar length together: little padding
-            j = i + 1
-            while j < len(order) and (j + 1 - i) * len(ids[order[j]]) <= batch_tokens: j += 1
-            idx, T = order[i:j], len(ids[order[j - 1]])
-            x = torch.zeros(len(idx), T, dtype=torch.long)
-            for r, p in enumerate(idx): x[r, :len(ids[p])] = torch.tensor(ids[p])
-            valid = torch.arange(T - 1)[None] < torch.tensor([len(ids[p]) - 1 for p in idx])[:, None]
-            with torch.no_grad(): out, hs = resid_forward(pair.target, input_ids=x.to(dev))   # resid[0..N], resid[N] included
-            logits = out.logits[:, 1:]
-            self.batches.append((torch.tensor(idx), x.to(dev), hs, logits.argmax(-1),                 # the target's greedy token
-                                 logits[..., vocab].softmax(-1), valid.to(dev)))                       # its distribution on the draft vocab
-            i = j
-
-    @torch.no_grad()
-    def score(self, wiring)->tuple: # (fit [m], agreeing positions [m]), float64
-        "Per prompt, the draft's fit to the target (summed sum_v p log q) and its top-1 agreement count, fed `wiring` (kept per wiring)."
-        w = tuple(wiring)
-        if w not in self.rows:
-            d, m = self.pair.draft, len(self.positions)
-            fit, hits = torch.zeros(m, dtype=torch.float64), torch.zeros(m, dtype=torch.float64)
-            for idx, x, hs, greedy, p, valid in self.batches:
-                logits = ttt_forward(d, aux_features(hs, w), x, 1)[0][:, :-1]
-                fit[idx] = ((p * logits.log_softmax(-1)).sum(-1) * valid).sum(1).double().cpu()
-                hits[idx] = ((d.to_target_ids(logits.argmax(-1)) == greedy) & valid).sum(1).double().cpu()
-            self.rows[w] = fit, hits
-        return self.rows[w]
-
-# %% ../nbs/04_doctor.ipynb #90d52662
-EXHAUSTIVE_LIMIT = 1000   # every ascending choice up to this many (N = 19 for 3 chunks); beyond, a coordinate search
-STARTS = ('configured', 'trained (dump)', 'engines default')   # the seeds a coordinate search starts from
-PASSES, STRIDE, RADIUS = 3, 2, 2   # coordinate search: passes at most; the first pass's layer stride; later passes' window
-
-def _best_in(score, w:tuple, c:int, layers, add)->tuple:
-    "The best wiring when chunk `c` of `w` takes each of `layers` with the others fixed (`w` itself among them)."
-    cands = [v for v in (w[:c] + (k,) + w[c+1:] for k in layers) if add(v, 'coordinate search')]
-    return max(cands, key=score, default=w)
-
-def _coordinate(score, starts:list, top:int, add, passes:int=PASSES, stride:int=STRIDE, radius:int=RADIUS)->tuple:
-    "Coordinate search over resid[0..top]: a first pass from each start, then local passes from the best so far; the best wiring."
-    for w in starts:   # first pass: each chunk over every stride-th layer (its own among them), then the layers around the best
-        for c in range(len(w)):
-            w = _best_in(score, w, c, range(w[c] % stride, top + 1, stride), add)
-            w = _best_in(score, w, c, range(w[c] - stride + 1, w[c] + stride), add)
-    w = max(score.memo, key=score.memo.get)   # the best wiring evaluated so far: the seeds and every start's end
-    for _ in range(passes - 1):               # later passes: each chunk within `radius` layers, until none moves
-        before = w
-        for c in range(len(w)): w = _best_in(score, w, c, range(w[c] - radius, w[c] + radius + 1), add)
-        if w == before: break
-    return w
-
-class _Memo:
-    "A wiring's summed fit, computed once per wiring however often the search asks."
-    def __init__(self, fit): self.fit, self.memo = fit, {}
-    def __call__(self, w)->float:
-        if w not in self.memo: self.memo[w] = float(self.fit(w).sum())
-        return self.memo[w]
-
-def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `AgreementTable`'s `score(w)[0]`)
-                   n_layers:int, num_aux:int,
-                   seeds:dict, # label -> wiring always compared: configured, dump-identified, engine readings, default
-                   exhaustive_limit:int=EXHAUSTIVE_LIMIT,
-                   top:int|None=None, # the highest resid index a candidate may use: N - 1 (default), N where the engine captures resid[N]
-                   starts:tuple=STARTS, # labels of the seeds a coordinate search starts from (all seeds when none is there)
-                  )->tuple: # ({wiring: label} in the order tried, how it searched)
-    "The candidate wirings: every ascending choice for small N, else a coordinate search; then every chunk order of the seeds and of the best."
-    tried, top = {}, n_layers - 1 if top is None else top
-    def add(w, label):
-        w = tuple(w)
-        ok = len(w) == num_aux and len(set(w)) == num_aux and all(isinstance(x, int) and 0 <= x <= top for x in w)
-        if ok and w not in tried: tried[w] = label
-        return ok
-    seeds = {k: tuple(w) for k, w in seeds.items() if add(w, k)}
-    score = _Memo(fit)
-    if math.comb(top + 1, num_aux) <= exhaustive_limit:
-        how = f"every ascending choice of {num_aux} of resid[0..{top}]"
-        for w in itertools.combinations(range(top + 1), num_aux): add(w, 'ascending')
-    else:
-        for w in seeds.values(): score(w)
-        begin = list(dict.fromkeys(w for k, w in seeds.items() if k in starts)) or list(dict.fromkeys(seeds.values()))
-        _coordinate(score, begin, top, add)
-        how = f"coordinate search over resid[0..{top}] from {len(begin)} start(s)"
-    best = max(tried, key=score)
-    for label, w in list(seeds.items()) + [('best', best)]:
-        for p in itertools.permutations(w): add(p, f"chunk order of {label}")
-    return tried, how + ", and the chunk orders of the seeds and the best"
-
-# %% ../nbs/04_doctor.ipynb #28aeea46
-@dataclass
-class Sweep:
-    "The wiring search's evidence: for each candidate and held-out prompt, the positions where draft and target agree."
-    wirings: list            # candidate wirings (tuples), in the order tried
-    labels: list             # why each was tried
-    fit: torch.Tensor        # [K, m] per candidate and prompt, the draft's fit to the target summed over positions (nats)
-    hits: torch.Tensor       # [K, m] agreeing positions per candidate and prompt
-    positions: torch.Tensor  # [m] positions scored per prompt
-    search: str = ''         # how the space was searched
-
-    @property
-    def prompts(self)->int: return len(self.positions)
-    @property
-    def tokens(self)->int: return int(self.positions.sum())
-    @property
-    def agreement(self)->torch.Tensor: return self.hits.sum(1) / self.positions.sum().clamp_min(1)
-    @property
-    def mean_fit(self)->torch.Tensor: return self.fit.sum(1) / self.positions.sum().clamp_min(1)
-    def index(self, w)->int|None: return self.wirings.index(tuple(w)) if w is not None and tuple(w) in self.wirings else None
-    def subset(self, idx)->'Sweep':
-        "The same candidates on some of the prompts."
-        return Sweep(self.wirings, self.labels, self.fit[:, idx], self.hits[:, idx], self.positions[idx], self.search)
-
-    def paired(self, ref:int)->tuple: # (gain [K], standard error [K], z [K])
-        "Each candidate's fit minus candidate `ref`'s per position, paired on the same prompts."
-        d, n, m = self.fit - self.fit[ref], self.positions, self.prompts
-        g = d.sum(1) / n.sum()
-        se = ((d - g[:, None] * n).pow(2).sum(1) * m / max(m - 1, 1)).sqrt() / n.sum()
-        return g, se, torch.where(g == 0, torch.zeros_like(g), g / se.clamp_min(1e-12))
-
-    def se(self)->torch.Tensor:
-        "Each candidate's agreement's standard error over prompts."
-        n, m = self.positions, self.prompts
-        return ((self.hits - self.agreement[:, None] * n).pow(2).sum(1) * m / max(m - 1, 1)).sqrt() / n.sum()
-
-# %% ../nbs/04_doctor.ipynb #9bfea176
-_TABLES = []   # the last two (pair, prompts, AgreementTable): repeated diagnoses of one pair reuse the target pass
-
-def _table(pair, prompts)->AgreementTable:
-    key = [p if isinstance(p, str) else tuple(p) for p in prompts]
-    for p, k, t in _TABLES:
-        if p is pair and k == key: return t
-    t = AgreementTable(pair, prompts)
-    _TABLES[:] = _TABLES[-1:] + [(pair, key, t)]
-    return t
-
-def wiring_sweep(pair, prompts:list, seeds:dict, # label -> wiring always compared (see `search_wirings`)
-                 exhaustive_limit:int=EXHAUSTIVE_LIMIT,
-                 top:int|None=None, # the highest resid index to try: N - 1 (default), or N where the deploying engine captures resid[N]
-                )->Sweep:
-    "Search the wirings on held-out prompts: one target pass, one draft step per candidate."
-    t = _table(pair, prompts)
-    tried, how = search_wirings(lambda w: t.score(w)[0], pair.n_layers, pair.draft.config.num_aux, seeds, exhaustive_limit, top)
-    return Sweep(list(tried), list(tried.values()), torch.stack([t.score(w)[0] for w in tried]), torch.stack([t.score(w)[1] for w in tried]),
-                 t.positions, how)
-
 # %% ../nbs/04_doctor.ipynb #ff12e2e6
 @torch.no_grad()
 def _nonfinite(pair, prompt, wiring)->list:
@@ -471,39 +312,6 @@ def _nonfinite(pair, prompt, wiring)->list:
     first = sorted(bad)[0]
     return [Finding('NONFINITE', 'error', f"NaN or Inf in {len(bad)} captured stage(s), first {first} in {sorted(bad[first])}",
                     {k: sorted(v) for k, v in bad.items()})]
-
-# %% ../nbs/04_doctor.ipynb #4050c0b6
-def _paired_accept(before:list, after:list, n:int=2000, seed:int=0)->dict:
-    "Accept length after minus before, paired per prompt, with a bootstrap interval over prompts and a label."
-    tot = lambda runs: torch.tensor([[sum(r.verify.accept_length for r in run), max(len(run), 1)] for run in runs], dtype=torch.float64)
-    B, A = tot(before), tot(after)
-    pick = torch.randint(len(A), (n, len(A)), generator=torch.Generator().manual_seed(seed))
-    diff = A[pick, 0].sum(1) / A[pick, 1].sum(1) - B[pick, 0].sum(1) / B[pick, 1].sum(1)
-    lo, hi = diff.quantile(torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-    est = float(A[:, 0].sum() / A[:, 1].sum() - B[:, 0].sum() / B[:, 1].sum())
-    return dict(gain=round(est, 3), ci=[round(lo, 3), round(hi, 3)], prompts=len(A),
-                label='better' if lo > 0 else 'worse' if hi < 0 else 'within noise')
-
-def accept_lengths(pair, prompts:list, configured, # the wiring fed, or None when it cannot run
-                   recommended, # the wiring to recommend
-                   n_prompts:int=8, tokens:int=24,
-                   max_prompts:int=32, # double the prompts up to this many while the paired change is within noise
-                  )->dict:
-    "Chain accept length before / after the fix on the same prompts: {'before', 'after', 'change' (paired), 'setup'}."
-    run = lambda ps, w: run_prompts(pair, ps, tokens, wiring=w, check_lossless=False, progress=False).runs
-    same = configured is not None and tuple(configured) == tuple(recommended)
-    k, before, after, change = min(n_prompts, len(prompts)), [], [], None
-    while True:
-        ps = prompts[len(after):k]
-        after += run(ps, recommended)
-        if configured is not None: before += after[-len(ps):] if same else run(ps, configured)
-        if configured is None or same: break
-        change = _paired_accept(before, after)
-        if change['label'] != 'within noise' or k >= min(max_prompts, len(prompts)): break
-        k = min(2 * k, max_prompts, len(prompts))
-    steps = SpecSettings().speculative_num_steps
-    return dict(before=summarize(before, steps) if before else None, after=summarize(after, steps), change=change,
-                setup=f"chain of {steps} steps, the first {k} prompts x {tokens} tokens, paired")
 
 # %% ../nbs/04_doctor.ipynb #8d997103
 @dataclass
@@ -587,38 +395,6 @@ def config_edit(self:Recommendation, draft_config:dict, target_model_type:str|No
     "The user's draft config edited so that SGLang and vLLM both feed `resid_layers`, and the diff."
     return draft_config_edit(draft_config, self.resid_layers, self.n_layers, target_model_type or self.model_type)
 
-# %% ../nbs/04_doctor.ipynb #4ed0e14e
-ALPHA = 0.01                         # family-wise false-alarm level of the search's verdict (Holm over the candidates)
-MIN_PROMPTS, MIN_TOKENS = 8, 500     # the minimum evidence, chosen from the calibration below
-
-def _threshold(k:int, alpha:float=ALPHA)->float:
-    "The one-sided z a gain must pass when it is the strongest of k comparisons (Holm's first step)."
-    return float(torch.special.ndtri(torch.tensor(1 - alpha / max(k, 1), dtype=torch.float64)))
-
-def beats(sw:Sweep, ref:int, alpha:float=ALPHA)->list:
-    "Indices of the candidates whose paired gain over candidate `ref` survives Holm's correction over the other K - 1, best fit first."
-    g, se, z = sw.paired(ref)
-    p = 0.5 * torch.erfc(z / math.sqrt(2)); p[ref] = 1.0   # one-sided p-values
-    M, out = len(sw.wirings) - 1, []
-    for r, i in enumerate(p.argsort().tolist()[:M]):
-        if p[i] > alpha / (M - r): break
-        out.append(i)
-    return sorted(out, key=lambda i: -float(sw.mean_fit[i]))
-
-def tied(sw:Sweep, rec:int, alpha:float=ALPHA, most:int=10)->list:
-    "Candidates the evidence cannot tell from candidate `rec`, closest first: paired fit gain, z and about how many more tokens would separate them."
-    g, se, z = sw.paired(rec)
-    zt, out = _threshold(len(sw.wirings) - 1, alpha), []
-    for i in (z.abs() < zt).nonzero().flatten().tolist():
-        if i == rec: continue
-        more = None if float(z[i]) == 0 else int(sw.tokens * ((zt / float(z[i])) ** 2 - 1))
-        out.append(dict(resid_layers=list(sw.wirings[i]), gain=round(float(g[i]), 4), z=round(float(z[i]), 2), more_tokens=more))
-    return sorted(out, key=lambda r: -r['gain'])[:most]
-
-def enough_evidence(sw:Sweep|None)->bool:
-    "At least MIN_PROMPTS prompts and MIN_TOKENS scored positions."
-    return sw is not None and sw.prompts >= MIN_PROMPTS and sw.tokens >= MIN_TOKENS
-
 # %% ../nbs/04_doctor.ipynb #5b8ea283
 def _mismatch(configured, trained, source, evidence)->list:
     "Findings comparing the configured wiring with the trained one."
@@ -699,25 +475,6 @@ def decide(ev:Evidence)->tuple:
     if not any(f.severity == 'error' for f in findings): findings += _low_acceptance(ev, rec)
     if any(f.severity == 'error' for f in findings): return 'miswired', findings, rec
     return ('inconclusive' if any(f.code == 'NOT_ENOUGH_EVIDENCE' for f in findings) else 'ok'), findings, rec
-
-# %% ../nbs/04_doctor.ipynb #f126894d
-def sweep_rows(sw:Sweep, configured=None, recommended=None, top:int=10)->list:
-    "The search's rows worth showing, best fit first: the top candidates, the configured and the recommended one; paired fit gains against the configured one."
-    ag, se, ref, fit = sw.agreement, sw.se(), sw.index(configured), sw.mean_fit
-    g, gse, z = sw.paired(ref) if ref is not None else (None, None, None)
-    order = fit.argsort(descending=True).tolist()
-    show = list(dict.fromkeys(order[:top] + [i for i in (ref, sw.index(recommended)) if i is not None]))
-    rows = []
-    for i in sorted(show, key=lambda i: -float(fit[i])):
-        r = dict(label='configured' if i == ref else sw.labels[i] if sw.labels[i] != 'ascending' else f"resid{list(sw.wirings[i])}",
-                 resid_layers=list(sw.wirings[i]), fit=round(float(fit[i]), 4), agreement=round(float(ag[i]), 4),
-                 ci=[round(float(ag[i] - 1.96 * se[i]), 4), round(float(ag[i] + 1.96 * se[i]), 4)], configured=i == ref,
-                 recommended=recommended is not None and tuple(sw.wirings[i]) == tuple(recommended))
-        if ref is not None: r.update(gain_vs_configured=round(float(g[i]), 4), z_vs_configured=round(float(z[i]), 2),
-                                     gain_ci=[round(float(g[i] - 1.96 * gse[i]), 4), round(float(g[i] + 1.96 * gse[i]), 4)])
-        rows.append(r)
-    rows[0]['best'] = True
-    return rows
 
 # %% ../nbs/04_doctor.ipynb #6ef8d153
 @dataclass

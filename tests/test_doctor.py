@@ -8,6 +8,7 @@ from eagle3_workbench.loading import load_pair, resolve_path
 from eagle3_workbench.engine import read_prompts
 from eagle3_workbench.conventions import resolve_wiring, default_resid_layers
 import eagle3_workbench.doctor as doc
+import eagle3_workbench.search as search
 from eagle3_workbench.doctor import diagnose
 
 # name -> (target, draft or None, the layers the draft was trained on as its zoo card says, its training dump or None)
@@ -90,15 +91,15 @@ def test_correct_pairs_never_miswired_over_200_subsets(name, prompts):
     "The calibration's check, on this test's prompts: 200 random subsets of 8..48 prompts, the doctor's own search and decision."
     from eagle3_workbench.conventions import engine_readings
     pair, trained = pair_of(name), DRAFTS[name][2]
-    n, table = pair.n_layers, doc._table(pair, prompts)
+    n, table = pair.n_layers, search._table(pair, prompts)
     readings = engine_readings(pair.draft_config, n, pair.target_config.get('model_type'))
     g, verdicts = torch.Generator().manual_seed(1), []
     for i in range(200):
         idx = torch.randperm(len(prompts), generator=g)[:(8, 16, 32, 48)[i % 4]]
         fit = lambda w: table.score(w)[0][idx]
-        tried, how = doc.search_wirings(fit, n, 3, doc._seeds(trained, n, readings, None))
+        tried, how = search.search_wirings(fit, n, 3, doc._seeds(trained, n, readings, None))
         ws = list(tried)
-        sw = doc.Sweep(ws, list(tried.values()), torch.stack([fit(w) for w in ws]), torch.stack([table.score(w)[1][idx] for w in ws]), table.positions[idx], how)
+        sw = search.Sweep(ws, list(tried.values()), torch.stack([fit(w) for w in ws]), torch.stack([table.score(w)[1][idx] for w in ws]), table.positions[idx], how)
         verdicts.append(doc.decide(doc.Evidence(n, [], trained, sweep=sw))[0])
     assert 'miswired' not in verdicts and verdicts.count('ok') > 150, {v: verdicts.count(v) for v in set(verdicts)}
 
@@ -140,17 +141,17 @@ def test_coordinate_search_finds_an_optimum_away_from_the_seeds(optimum, seeds):
     noise = torch.rand(61, 61, generator=rng) * 0.3   # a pairwise interaction between chunks 0 and 1, smaller than one layer's step
     f = lambda w: -sum(abs(a - b) for a, b in zip(w, optimum)) + float(noise[w[0], w[1]])
     fit, seen = _counted(f)
-    tried, how = doc.search_wirings(fit, 61, 3, seeds)
+    tried, how = search.search_wirings(fit, 61, 3, seeds)
     assert max(tried, key=f) == optimum and optimum in seen, (max(tried, key=f), how)
     assert 'coordinate search' in how and len(tried) <= 250 and seen <= set(tried), (len(tried), how)
-    starts = {w for k, w in seeds.items() if k in doc.STARTS} or set(seeds.values())
+    starts = {w for k, w in seeds.items() if k in search.STARTS} or set(seeds.values())
     assert f"from {len(starts)} start(s)" in how    # only the configured, dump-identified and default wirings start a pass
 
 def test_search_space_reaches_resid_N_only_where_the_engine_captures_it():
     fake = lambda w: torch.tensor([-float(sum(abs(a - b) for a, b in zip(w, (2, 6, 12))))])
-    tried, how = doc.search_wirings(fake, 12, 3, {'configured': (2, 6, 9)}, top=12)
+    tried, how = search.search_wirings(fake, 12, 3, {'configured': (2, 6, 9)}, top=12)
     assert max(tried, key=lambda w: float(fake(w))) == (2, 6, 12) and 'resid[0..12]' in how
-    tried, how = doc.search_wirings(fake, 12, 3, {'configured': (2, 6, 9)})
+    tried, how = search.search_wirings(fake, 12, 3, {'configured': (2, 6, 9)})
     assert all(12 not in w for w in tried) and 'resid[0..11]' in how
 
 PLACES = (0, 10, 12, 20, 24, 34, 36, 44, 49, 51, 56, 60)   # where each of the zoo target's 12 layers sits in a 61-layer target
