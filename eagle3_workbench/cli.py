@@ -94,7 +94,7 @@ def _run(a)->int:
     return EXIT_CHECK_FAILED if out['lossless'] is False else EXIT_OK
 
 # %% ../nbs/09_cli.ipynb #cd63018b
-_VARIANT_ENGINES = ('sglang', 'vllm', 'trtllm')   # the engines whose variant support `conventions.VARIANT_SUPPORT` records
+_VARIANT_ENGINES = ('sglang', 'vllm', 'trtllm')   # the engines whose variant support `variants.VARIANT_SUPPORT` records
 
 def _wiring_draft(arg):
     "(config, Provenance) of `wiring`'s argument: weight names are read from the headers when the folder has weights."
@@ -120,7 +120,8 @@ def _wiring_target(a)->tuple:
 def _wiring(a)->int:
     from dataclasses import asdict
     from eagle3_workbench.conventions import (engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note,
-                                              describe_engine, parse_engine, variant_problems)
+                                              describe_engine, parse_engine)
+    from eagle3_workbench.variants import variant_problems
     if a.trtllm_layers is not None and a.engine is None: a.engine = 'trtllm'
     if a.trtllm_layers is not None and parse_engine(a.engine).name != 'trtllm':
         raise ValueError(f"--trtllm-layers is TensorRT-LLM's serving option; --engine {a.engine} takes its layers from the draft config")

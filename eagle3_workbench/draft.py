@@ -10,17 +10,17 @@ from fastcore.basics import patch
 import torch
 from torch import nn
 import torch.nn.functional as F
+from .conventions import TRAINERS
 
 # %% auto #0
-__all__ = ['TRAINERS', 'TRAINER_RULES', 'ModelLoadError', 'TrainerRules', 'DraftConfig', 'RMSNorm', 'rope_inv_freq',
-           'rope_cos_sin', 'DraftCache', 'DraftAttention', 'MLAttention', 'DraftMLP', 'DraftLayer', 'DraftDecoderLayer',
-           'SharedHead', 'Eagle3Draft']
+__all__ = ['TRAINER_RULES', 'ModelLoadError', 'TrainerRules', 'DraftConfig', 'RMSNorm', 'rope_inv_freq', 'rope_cos_sin',
+           'DraftCache', 'DraftAttention', 'MLAttention', 'DraftMLP', 'DraftLayer', 'DraftDecoderLayer', 'SharedHead',
+           'Eagle3Draft']
 
 # %% ../nbs/01_draft.ipynb #0527114f
 class ModelLoadError(ValueError):
     "A model directory or checkpoint that cannot be loaded as asked; the message names the file and key."
 
-TRAINERS = ('specforge', 'speculators', 'eagle', 'modelopt', 'vllm', 'angelslim')
 
 @dataclass(frozen=True)
 class TrainerRules:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_workbench.conventions import (ENGINE_FACTS, ENGINE_NAMES, TRAINERS, VARIANT_KEYS, VARIANT_SUPPORT, EngineSpec,
-                                          capturable, describe_engine, engine_reading, engine_rules, parse_engine,
-                                          resolve_wiring, variant_problems, variant_support, version_table)
+from eagle3_workbench.conventions import (ENGINE_FACTS, ENGINE_NAMES, TRAINERS, EngineSpec, capturable, describe_engine,
+                                          engine_reading, engine_rules, parse_engine, resolve_wiring)
+from eagle3_workbench.variants import VARIANT_KEYS, VARIANT_SUPPORT, variant_problems, variant_support, version_table
 
 FIXTURES = Path(__file__).parent / 'fixtures' / 'draft-configs'
 KEY = 'eagle_aux_hidden_state_layer_ids'
