@@ -250,11 +250,11 @@ def test_deepseek_v3_specforge_config(mt):
         assert r.field == 'eagle_config.eagle_aux_hidden_state_layer_ids'
     v = rs[OLD_VLLM]
     assert (v.ids, v.source, v.field, v.resid, v.fed) == (None, 'default', 'hard-coded default', (2, 30, 58), (2, 30, 58))
-    assert len(v.problems) == 1 and 'ignored' in v.problems[0] and 'eagle_config' in v.problems[0]
+    assert len(v.problems) == 1 and 'is not read' in v.problems[0] and 'eagle_config' in v.problems[0]
     v = rs[VLLM]   # vLLM 0.32 reads the nested ids verbatim: one layer early in every chunk
     assert (v.ids, v.source, v.field, v.fed, v.problems) == ((1, 29, 57), 'config', 'eagle_config.eagle_aux_hidden_state_layer_ids', (1, 29, 57), [])
     ea = rs['EAGLE authors']
-    assert (ea.source, ea.fed) == ('default', (2, 30, 58)) and 'ignores' in ea.problems[0]
+    assert (ea.source, ea.fed) == ('default', (2, 30, 58)) and 'reads no config field' in ea.problems[0]
     d = disagreements(list(rs.values()))
     assert len(d) == 1 and d[0].startswith('vLLM 0.32 feeds resid[1, 29, 57]')
 
@@ -295,7 +295,7 @@ def test_gpt_oss():
         assert top[e].problems == []
     # and SGLang, which reads only the nested field, now falls back to its default
     assert top['SGLang <PR#25454'].fed == (2, 18, 33) and top['SGLang <PR#25454'].source == 'default'
-    assert 'ignored' in top['SGLang <PR#25454'].problems[0]
+    assert 'is not read: it feeds its default' in top['SGLang <PR#25454'].problems[0]
 
 
 @pytest.mark.parametrize('name, n, default', [
@@ -322,18 +322,24 @@ def test_unreachable_resid_n():
     assert rs[OLD_VLLM].fed == (2, 16, 29) and rs[VLLM].fed == (1, 15, 31)
 
 
-def test_unreachable_vllm_top_level():
-    r = by_engine({KEY: [2, 16, 32]}, 32)[VLLM]
-    assert (r.resid, r.fed) == ((2, 16, 32), (2, 16))
-    assert any('2 states' in p for p in r.problems)
+def test_resid_n_reached_by_vllm_top_level():
+    # vLLM captures after the last layer since 0.18.0 (EagleModelMixin._maybe_add_hidden_state(..., idx + 1, ...), PR #36063,
+    # read in the 0.18.0 wheel): both vLLM rows (0.32.0 and 0.21.0) feed resid[32]; SGLang drops it
+    rs = by_engine({KEY: [2, 16, 32]}, 32)
+    for e in (VLLM, OLD_VLLM): assert (rs[e].resid, rs[e].fed, rs[e].problems) == ((2, 16, 32), (2, 16, 32), [])
+    r = by_engine(nested([1, 15, 31]), 32)['SGLang >=PR#25454']
+    assert (r.resid, r.fed) == ((2, 16, 32), (2, 16)) and any('2 states' in p for p in r.problems)
 
 
 def test_minus_one_is_embedding_under_sglang():
     rs = by_engine(nested([-1, 15, 28]), 32, 'llama')
     r = rs['SGLang <PR#25454']
-    assert (r.resid, r.fed) == ((0, 16, 29), (0, 16, 29))
-    assert any('embedding' in p for p in r.problems)
-    assert any('0.5.6' in p for p in r.problems)
+    # SGLang 0.5.12 (the row's release) crashes on resid[0]: models/llama.py appends hidden_states + residual before
+    # layer i with residual still None before layer 0 (0.5.12 wheel); llama.py captures it only from 0.5.22
+    assert (r.resid, r.fed) == ((0, 16, 29), (16, 29))
+    assert any('resid[0] crashes the engine' in p for p in r.problems)
+    r = rs['SGLang >=PR#25454']   # SGLang 0.5.23 captures it, and says it is the embedding
+    assert (r.resid, r.fed) == ((0, 16, 29), (0, 16, 29)) and any('embedding' in p for p in r.problems)
     assert any('embedding' in p for p in rs['SpecForge (HF capture)'].problems)
 
 
@@ -430,7 +436,7 @@ def test_wiring_table():
     for col in ['engine', 'field', 'ids', 'resid fed', 'problems']: assert col in lines[0]
     rows = {e: next(l for l in lines if l.startswith(e)) for e in ENGINES}
     assert '[2, 18, 34]' in rows['SGLang <PR#25454'] and '[1, 17, 33]' in rows['SGLang <PR#25454']
-    assert '[2, 18, 33]' in rows[OLD_VLLM] and 'hard-coded default' in rows[OLD_VLLM] and 'ignored' in rows[OLD_VLLM]
+    assert '[2, 18, 33]' in rows[OLD_VLLM] and 'hard-coded default' in rows[OLD_VLLM] and 'not read' in rows[OLD_VLLM]
     assert '[1, 17, 33]' in rows[VLLM] and 'eagle_config' in rows[VLLM]
 
 

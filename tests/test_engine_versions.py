@@ -109,8 +109,7 @@ FED = [
 def test_fed(name, engine, fed):
     cfg, n, mt, _ = config(name)
     assert engine_reading(cfg, n, engine, mt).fed == fed
-    if engine not in ('sglang', 'vllm', 'specforge', 'eagle'):   # the long-standing rows keep their own reading
-        assert resolve_wiring(cfg, n, engine, mt).resid_layers == fed
+    assert resolve_wiring(cfg, n, engine, mt).resid_layers == fed   # one reading: resolve_wiring is engine_reading
 
 
 # ---- resid[N] and resid[0]: what AUX_UNREACHABLE may say, per release ------------------------------------------
@@ -300,10 +299,10 @@ def test_rules_rows_are_well_formed():
         variant_problems({}, 'x', 'vllm')
 
 
-def test_long_standing_rows_unchanged():
-    # the six rows of engine_readings / resolve_wiring keep their readings; the versioned names say what the release does
+def test_named_releases():
+    # every name is a release: bare 'vllm' is vLLM 0.32.0, which captures resid[N] (PR #36063, from the 0.18.0 wheel)
     cfg = {KEY: [2, 16, 32]}
-    assert resolve_wiring(cfg, 32, 'vllm', 'llama').resid_layers == (2, 16)
+    assert resolve_wiring(cfg, 32, 'vllm', 'llama').resid_layers == (2, 16, 32)
     assert resolve_wiring(cfg, 32, 'vllm==0.32.0', 'llama').resid_layers == (2, 16, 32)
     assert engine_rules('vllm-legacy').reads == 'top_level' and engine_rules('sglang-legacy', 'deepseek_v3').convention == 'sglang'
     assert engine_rules('sglang-pr25454').convention == 'sglang-pr25454'
