@@ -353,7 +353,8 @@ def engine_reading(draft_config:dict, # a draft config.json, as a dict
                 f"{_FIELDS[k]} {v}" for k, v in others.items()) + " is not read" + (f": it feeds its default resid{_idx(default_resid_layers(n_layers))}" if ids is None else ''))
     resid = default_resid_layers(n_layers) if ids is None else to_resid(ids, r.convention, n_layers)
     reach = [capturable(k, n_layers, engine, target_model_type) for k in resid]
-    probs += [x.why for x in reach if x.how != 'captured']
+    for i, k, x in zip(ids or resid, resid, reach):   # an id beyond the target is named as written
+        if x.how != 'captured': probs.append(f"id {i} maps to resid[{k}], which does not exist: a target with {n_layers} layers has resid[0..{n_layers}]" if x.how == 'does not exist' else x.why)
     probs += ["resid[0] is the token embedding, not a layer output" for k, x in zip(resid, reach) if k == 0 and x.captured]
     if not resid: probs.append("the id list is empty: the draft gets no aux hidden states")
     got = tuple(k for k, x in zip(resid, reach) if x.captured)
