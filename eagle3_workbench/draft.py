@@ -39,7 +39,7 @@ TRAINER_RULES = {
     'specforge':   TrainerRules('logits', False, False, True, 'specforge'),
     'angelslim':   TrainerRules('logits', False, False, True, 'specforge'),
     'eagle':       TrainerRules('ignored', False, False, True, 'specforge'),
-    'vllm':        TrainerRules('logits', True, True, True, 'transformers', mla=True),
+    'vllm':        TrainerRules('3.1', True, True, True, 'transformers', mla=True),
     'speculators': TrainerRules('3.1', True, True, False, 'transformers', qk_norm_types=('qwen3',)),
     'modelopt':    TrainerRules('ignored', True, True, False, 'transformers', mla=True, hidden_normed_twice=True, last_norm_key=True),
 }
@@ -66,6 +66,7 @@ class DraftConfig:
     use_aux_hidden_state: bool = True
     fc_norm: bool = False
     norm_output: bool = False        # the key as read, with the trainer's default; its meaning: `feed_normed`, `head_norm`
+    norm_output_meaning: str|None = None  # overrides `TRAINER_RULES[trainer].norm_output` ('logits', '3.1', 'ignored'): an engine's reading
     norm_before_fc: bool = False
     norm_before_residual: bool = False
     hidden_act: str = 'silu'
@@ -88,12 +89,15 @@ def fc_in_features(self:DraftConfig): return self.num_aux * self.target_hidden_s
 @patch(as_prop=True)
 def has_norm(self:DraftConfig): return self.use_last_layernorm or not self.rules.last_norm_key
 @patch(as_prop=True)
+def norm_output_reading(self:DraftConfig):   # what `norm_output` means here: the trainer's reading, unless overridden
+    return self.norm_output_meaning or self.rules.norm_output
+@patch(as_prop=True)
 def feed_normed(self:DraftConfig):   # EAGLE 3.1: the next step gets norm(h)
-    return self.rules.norm_output == '3.1' and self.norm_output
+    return self.norm_output_reading == '3.1' and self.norm_output
 @patch(as_prop=True)
 def head_norm(self:DraftConfig):     # compute_logits norms h: not when h is normed already, nor when the trainer leaves it out
     if self.feed_normed or not self.has_norm: return False
-    return self.norm_output if self.rules.norm_output == 'logits' else True
+    return self.norm_output if self.norm_output_reading == 'logits' else True
 @patch(as_prop=True)
 def rope_dim(self:DraftConfig): return self.mla['qk_rope_head_dim'] if self.mla else self.head_dim
 
@@ -175,7 +179,7 @@ def from_dict(cls:DraftConfig, d:dict, # a FLAT config: sizes and variant keys a
               rope_scaling=scaling, max_position_embeddings=d.get('max_position_embeddings') or 2048,
               num_hidden_layers=d.get('num_hidden_layers', 1), num_aux=_num_aux(d, ids, source),
               use_aux_hidden_state=ec.get('use_aux_hidden_state', d.get('use_aux_hidden_state', True)),
-              fc_norm=bool(d.get('fc_norm')), norm_before_fc=bool(d.get('norm_before_fc')),
+              fc_norm=bool(d.get('fc_norm')), norm_before_fc=bool(_norm_before_fc(d, ec, trainer)),
               norm_output=R.norm_output == 'logits' if nout is None else bool(nout),
               norm_before_residual=bool(d.get('norm_before_residual')), hidden_act=d.get('hidden_act', 'silu'), trainer=trainer,
               fc_bias=bool(d.get('bias')), attention_bias=R.biases and bool(d.get('attention_bias')),
@@ -187,6 +191,10 @@ def from_dict(cls:DraftConfig, d:dict, # a FLAT config: sizes and variant keys a
     return cfg
 
 # %% ../nbs/01_draft.ipynb #516b8fc8
+def _norm_before_fc(d, ec, trainer):
+    "vLLM's layout: `eagle_config.norm_before_fc`, else the top level (llama_eagle3.py from 0.22.0); other trainers: the top level."
+    return ec.get('norm_before_fc', d.get('norm_before_fc')) if trainer == 'vllm' else d.get('norm_before_fc')
+
 def _num_aux(d, ids, source):
     "Aux chunk count: vLLM's `num_aux_hidden_states`, else the length of the ids, else 3 (every trainer's default)."
     n = d.get('num_aux_hidden_states')
