@@ -8,6 +8,7 @@ import pytest
 
 from eagle3_workbench.conventions import (ENGINE_FACTS, ENGINE_NAMES, TRAINERS, EngineSpec, capturable, describe_engine,
                                           engine_reading, engine_rules, parse_engine, resolve_wiring)
+from conftest import modelopt_eagle_config, speculators_example_config, tiny_draft_config
 from eagle3_workbench.variants import VARIANT_KEYS, VARIANT_SUPPORT, variant_problems, variant_support, version_table
 
 FIXTURES = Path(__file__).parent / 'fixtures' / 'draft-configs'
@@ -20,13 +21,16 @@ def load(name): return json.loads((FIXTURES / name).read_text())
 # A speculators-format gpt-oss-20b draft (N = 24). No such file is in the fixtures, so this one is built from
 # speculators' own schema (src/speculators/models/eagle3/config.py: Eagle3SpeculatorConfig, main c05b95b3): the
 # top-level keys it writes, its default ids [2, N//2, N-3] (models/utils.py resolve_target_layer_ids) and
-# norm_before_fc, which its gpt-oss drafts use (RedHatAI's gpt-oss speculator cards: "uses norm_before_fc").
+# norm_before_fc, which its gpt-oss drafts use (RedHatAI's gpt-oss speculator cards: "uses norm_before_fc"). The layer
+# sizes the parser needs (head_dim, intermediate_size, rms_norm_eps) are the same public gpt-oss-20b draft's, as in
+# fixtures/draft-configs/speculators-gpt-oss-20b-eagle3-reconstructed.json.
 SPECULATORS_GPT_OSS_20B = {
     'architectures': ['Eagle3Speculator'], 'speculators_model_type': 'eagle3', 'draft_vocab_size': 32000,
     'norm_before_residual': False, 'norm_before_fc': True, 'fc_norm': False, 'norm_output': False,
     'target_hidden_size': None, KEY: [2, 12, 21],
     'transformer_layer_config': {'model_type': 'llama', 'hidden_size': 2880, 'num_hidden_layers': 1,
-                                 'num_attention_heads': 64, 'num_key_value_heads': 8, 'vocab_size': 201088},
+                                 'num_attention_heads': 64, 'num_key_value_heads': 8, 'vocab_size': 201088,
+                                 'head_dim': 64, 'intermediate_size': 2880, 'rms_norm_eps': 1e-05},
 }
 if (FIXTURES / 'speculators-gpt-oss-20b-eagle3.json').exists():   # a real file, when one is added, replaces the built one
     SPECULATORS_GPT_OSS_20B = load('speculators-gpt-oss-20b-eagle3.json')
@@ -226,7 +230,9 @@ def test_speculators_norm_before_residual_absent():
 
 
 def test_speculators_keys_under_transformer_layer_config():
-    # the trainer's value may sit under transformer_layer_config: accepted, and vLLM's adapter sees it there too
+    # speculators reads norm_before_fc at the top level only (Eagle3SpeculatorConfig; formats' _flatten_speculators), so one
+    # under transformer_layer_config was not trained on. vLLM 0.18's adapter does not copy the key, so the layer config's
+    # true reaches the model; from 0.19 algos.py overwrites it with the top level's (absent -> false).
     cfg = json.loads(json.dumps(SPECULATORS_GPT_OSS_20B))
     cfg['transformer_layer_config']['norm_before_fc'] = cfg.pop('norm_before_fc')
     assert [p.key for p in variant_problems(cfg, 'speculators', 'vllm==0.18.0')] == ['norm_before_fc']
@@ -237,17 +243,25 @@ def test_same_keys_other_trainer():
     # the Qwen3 3.1 keys in speculators' meaning are what SGLang >= 0.5.12 and vLLM >= 0.22 compute
     cfg, *_ = config('qwen3_31')
     assert variant_problems(cfg, 'speculators', 'sglang') == variant_problems(cfg, 'speculators', 'vllm') == []
-    assert [p.key for p in variant_problems(cfg, 'eagle', 'sglang')] == ['norm_output', 'fc_norm']   # neither key in EAGLE's code
+    # read as the EAGLE authors' draft: norm_output is not read (plain math), fc_norm is built as written (draft.from_dict
+    # reads it for every trainer, and such a checkpoint must carry fc_norm.* to load), so only norm_output parts ways
+    assert [p.key for p in variant_problems(cfg, 'eagle', 'sglang')] == ['norm_output']
 
 
 def test_mla_and_other_kinds():
-    mla = {'architectures': ['Eagle3DeepseekV2ForCausalLM'], 'kv_lora_rank': 512}
-    assert [p.key for p in variant_problems(mla, 'specforge', 'sglang==0.5.11')] == ['architectures']   # kimi_k25_eagle3.py from 0.5.12
-    assert variant_problems(mla, 'specforge', 'sglang==0.5.12') == []
-    assert [p.key for p in variant_problems(mla, 'specforge', 'vllm==0.17.1')] == ['architectures']     # deepseek_eagle3.py from 0.18.0
-    assert [p.key for p in variant_problems({'aux_hidden_states_layer_ids': [1, 17, 32]}, 'angelslim', 'vllm')] == ['aux_hidden_states_layer_ids']
-    assert variant_problems({'eagle_config': {'use_last_layernorm': True}}, 'modelopt', 'sglang') == []   # its default: nothing to report
-    two = {'num_hidden_layers': 2, 'transformer_layer_config': {'num_hidden_layers': 2}, 'speculators_model_type': 'eagle3'}
+    # complete drafts: a tiny Llama draft (conftest) with DeepSeek-V3's public MLA sizes; an MLA draft is read as
+    # vLLM's deepseek_eagle3.py or ModelOpt's kimik2 builds it (SpecForge 0.2.0 builds no latent attention)
+    mla = tiny_draft_config(architectures=['Eagle3DeepseekV2ForCausalLM'], q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
+                            qk_rope_head_dim=64, v_head_dim=128)
+    assert [p.key for p in variant_problems(mla, 'vllm', 'sglang==0.5.11')] == ['architectures']   # kimi_k25_eagle3.py from 0.5.12
+    assert variant_problems(mla, 'vllm', 'sglang==0.5.12') == []
+    assert [p.key for p in variant_problems(mla, 'vllm', 'vllm==0.17.1')] == ['architectures']     # deepseek_eagle3.py from 0.18.0
+    angel = tiny_draft_config(architectures=['Eagle3LlamaForCausalLM'], aux_hidden_states_layer_ids=[1, 17, 32])
+    assert [p.key for p in variant_problems(angel, 'angelslim', 'vllm')] == ['aux_hidden_states_layer_ids']
+    assert variant_problems(tiny_draft_config(eagle_config=modelopt_eagle_config()), 'modelopt', 'sglang') == []   # its defaults: nothing to report
+    two = speculators_example_config()
+    two['transformer_layer_config']['num_hidden_layers'] = 2
+    del two['norm_before_residual']
     # vLLM 0.11.0 builds one layer; its adapter also turns an absent norm_before_residual into true
     assert [p.key for p in variant_problems(two, 'speculators', 'vllm==0.11.0')] == ['norm_before_residual', 'num_hidden_layers']
     assert [p.key for p in variant_problems(two, 'speculators', 'vllm==0.11.1')] == ['norm_before_residual']   # layers stacked from 0.11.1
