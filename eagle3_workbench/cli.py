@@ -121,7 +121,7 @@ def _wiring(a)->int:
     from dataclasses import asdict
     from eagle3_workbench.conventions import (engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note,
                                               describe_engine, parse_engine)
-    from eagle3_workbench.variants import variant_problems
+    from eagle3_workbench.variants import variant_problems, as_draft_config
     if a.trtllm_layers is not None and a.engine is None: a.engine = 'trtllm'
     if a.trtllm_layers is not None and parse_engine(a.engine).name != 'trtllm':
         raise ValueError(f"--trtllm-layers is TensorRT-LLM's serving option; --engine {a.engine} takes its layers from the draft config")
@@ -131,12 +131,15 @@ def _wiring(a)->int:
     spec = parse_engine(a.engine) if a.engine else None
     mine = resolve_wiring(cfg, n, spec.key, mtype, a.trtllm_layers) if spec else None   # what `load_pair` would wire
     engines = [spec.key] if spec and spec.name in _VARIANT_ENGINES else [] if spec else list(_VARIANT_ENGINES)
-    variants = {e: variant_problems(cfg, prov.trainer, e) for e in engines}
+    try: dc, unchecked = as_draft_config(cfg, prov.trainer, getattr(cfg, 'source', None) or a.draft_config), None
+    except ValueError as e: dc, unchecked = None, f"variant keys not checked: the config is no complete draft config ({e})"   # ids alone still answer
+    variants = {e: variant_problems(dc, engine=e) for e in engines} if dc is not None else {}
     if a.json:
         print(json.dumps(dict(n_layers=n, target_model_type=mtype, trainer=prov.trainer, provenance=prov.evidence,
                               **({'engine': dict(key=spec.key, described=describe_engine(spec), resid_layers=list(mine.resid_layers), reason=mine.reason, problems=mine.problems)} if spec else {}),
                               readings=[asdict(r) for r in rs], disagreements=disagreements(rs),
                               variant_problems={e: [p._asdict() for p in ps] for e, ps in variants.items()},
+                              **({'variants_unchecked': unchecked} if unchecked else {}),
                               **({'assumed': note} if mtype is None else {}))))
         return EXIT_OK
     print(f"draft written by: {prov.trainer} ({prov.evidence})")
@@ -147,6 +150,7 @@ def _wiring(a)->int:
     for d in disagreements(rs): print('DISAGREEMENT:', d)
     for e, ps in variants.items():
         for p in ps: print(f"VARIANT IGNORED ({e}): {p.key}: {p.message}")
+    if unchecked: print(f"note: {unchecked}")
     print(f"note: {note}")
     return EXIT_OK
 

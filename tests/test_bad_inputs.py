@@ -154,7 +154,7 @@ CASES = {
     'run-top-p-0':                      Case(['run', *T, *D, '--top-p', '0', '--temperature', '1'], ['--top-p'], pair),
     'run-temperature-negative':         Case(['run', *T, *D, '--temperature', '-1'], ['--temperature'], pair),
     'run-steps-not-a-number':           Case(['run', '--steps', 'five'], ['--steps'], argparse=True),
-    'run-wiring-index-beyond-target':   Case(['run', *T, *D, '--wiring', '0,2,99'], ['wiring', '99', 'expected 0 .. 9'], pair),
+    'run-wiring-index-beyond-target':   Case(['run', *T, *D, '--wiring', '0,2,99'], ['wiring', '99', 'expected 0 .. 10'], pair),
     'diagnose-wiring-wrong-count':      Case(['diagnose', *T, *D, '--wiring', '1,2'], ['wiring [1, 2]', '3 aux chunks'], pair),
     'diagnose-n-prompts-0':             Case(['diagnose', *T, *D, '--n-prompts', '0'], ['--n-prompts'], pair),
     'wiring-n-layers-0':                Case(['wiring', 'zoo:tiny-llama-eagle3', '--n-layers', '0'], ['--n-layers']),
