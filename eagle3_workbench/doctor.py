@@ -11,18 +11,19 @@ import torch
 from fastcore.basics import patch
 from .conventions import (read_aux_ids, engine_readings, disagreements, resolve_wiring, from_resid,
                                           default_resid_layers, draft_config_edit, ConfigEdit, parse_engine, engine_rules,
-                                          capturable, variant_problems)
+                                          capturable)
+from .variants import variant_problems, served_draft
 from .capture import Capture
 from .records import load_tensor
 from .dumps import read_dump
 from .engine import Session, bootstrap_ci, _check_prompts, read_prompts, resid_forward
-from .search import (Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, _threshold, ALPHA,
+from .search import (_table, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, _threshold, ALPHA,
                                      MIN_PROMPTS, MIN_TOKENS, accept_lengths)
 
 # %% auto #0
 __all__ = ['CODES', 'Finding', 'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump',
            'match_training_features', 'training_dump_match', 'Evidence', 'engine_field', 'Recommendation', 'decide',
-           'Diagnosis', 'diagnose']
+           'Diagnosis', 'variant_impact', 'diagnose']
 
 # %% ../nbs/04_doctor.ipynb #25f1dcbc
 CODES = {
@@ -127,12 +128,10 @@ def _positions_findings(pair)->list:
 
 
 # %% ../nbs/04_doctor.ipynb #df000349
-_LEGACY = ('sglang', 'sglang-legacy', 'sglang-pr25454', 'vllm', 'vllm-legacy', 'specforge', 'eagle', 'resid')   # `resolve_wiring`'s long-standing readings
-
 def _top(pair, engine)->int:
     "The highest resid index `engine` can feed: N where that release captures resid[N] (the last layer's output), else N - 1."
     n = pair.n_layers
-    if engine is None or engine in _LEGACY: return n - 1   # the long-standing readings never feed resid[N]; name a release for the newer rules
+    if engine is None: return n - 1
     try: return n if capturable(n, n, engine, pair.target_config.get('model_type')).captured else n - 1
     except ValueError: return n - 1
 
@@ -141,9 +140,8 @@ def _variant_findings(pair, engine)->list:
     try: spec = parse_engine(engine or 'sglang', 'engine')
     except ValueError: return []
     if spec.name not in ('sglang', 'vllm', 'trtllm'): return []
-    trainer = getattr(pair.report, 'trainer', None) or pair.draft.config.trainer
     return [Finding('VARIANT_IGNORED', 'error', p.message, dict(p.evidence, key=p.key))
-            for p in variant_problems(pair.draft_config, trainer, spec)]
+            for p in variant_problems(pair.draft.config, engine=spec)]   # the DraftConfig: the math the workbench computes for it
 
 def static_findings(pair, engine:str='sglang', algorithm:str='EAGLE3')->tuple:
     "Findings that need no forward pass, and the wiring the engine would feed: (findings, configured resid or None)."
@@ -527,6 +525,31 @@ def __str__(self:Diagnosis):
     return '\n'.join(L)
 Diagnosis.__repr__ = Diagnosis.__str__
 
+# %% ../nbs/04_doctor.ipynb #6f23b415
+def variant_impact(pair, prompts:list, engine, # the deploying release, as `static_findings` takes it
+                   wiring, steps:int=3, n:int=2000, seed:int=0)->dict|None: # None: the release cannot run the draft, or runs it as trained
+    "Top-1 agreement over `steps` unrolled steps of the draft as trained and as `engine` runs it, same prompts and wiring, paired."
+    try: served, changes = served_draft(pair.draft, engine)
+    except ValueError: return None
+    if not changes: return None
+    t = _table(pair, prompts)
+    (a, pos), (b, _) = t.agreement_steps(pair.draft, wiring, steps), t.agreement_steps(served, wiring, steps)
+    pick = torch.randint(len(pos), (n, len(pos)), generator=torch.Generator().manual_seed(seed))   # the same prompts for both drafts
+    boot = ((b - a).sum(1)[pick].sum(1) / pos.sum(1)[pick].sum(1).clamp_min(1)).sort().values
+    rate = lambda h: float(h.sum() / pos.sum().clamp_min(1))
+    return dict(steps=steps, prompts=len(pos), tokens=int(pos[:, 0].sum()), as_trained=round(rate(a), 4), as_served=round(rate(b), 4),
+                difference=round(rate(b) - rate(a), 4), ci=[round(float(boot[int(0.025 * n)]), 4), round(float(boot[int(0.975 * n) - 1]), 4)],
+                per_step=[round(float((b - a)[:, k].sum() / pos[:, k].sum().clamp_min(1)), 4) for k in range(steps)], changes=changes)
+
+def _measured(findings:list, impact:dict|None)->list:
+    "VARIANT_IGNORED findings with the measured cost in their evidence and message."
+    if impact is None: return findings
+    say = (f"; measured on {impact['prompts']} prompts over {impact['steps']} draft steps (all ignored keys together): top-1 agreement "
+           f"{impact['as_trained']:.3f} as trained vs {impact['as_served']:.3f} as served ({impact['difference']:+.3f}, "
+           f"95% CI {impact['ci'][0]:+.3f} .. {impact['ci'][1]:+.3f})")
+    return [Finding(f.code, f.severity, f.message + say, dict(f.evidence, measured=impact)) if f.code == 'VARIANT_IGNORED' else f
+            for f in findings]
+
 # %% ../nbs/04_doctor.ipynb #9156a608
 def _seeds(configured, n:int, readings, trained)->dict:
     "The wirings the search always compares: the fed one, the dump's, each engine's reading, the engines' default."
@@ -563,6 +586,8 @@ def diagnose(pair, # a loaded `Pair`
         else: bar.set_postfix_str('wiring search')
         ev.sweep = wiring_sweep(pair, prompts, _seeds(ev.configured, n, engine_readings(pair.draft_config, n, mtype), _identified(ev.dump)),
                                 top=_top(pair, engine))   # resid[N] is a candidate only where this engine release captures it
+        if ev.configured and any(f.code == 'VARIANT_IGNORED' for f in ev.findings):   # what the ignored keys cost, measured
+            ev.findings = _measured(ev.findings, variant_impact(pair, prompts, engine, ev.configured))
         resid = decide(ev)[2].resid_layers   # the wiring to recommend, measured next
         if not any(f.code == 'VOCAB_MAP_INVALID' for f in ev.findings):
             ev.nonfinite = _nonfinite(pair, prompts[0], resid)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools, math
 from dataclasses import dataclass
 import torch
+from fastcore.basics import patch
 from .engine import ttt_forward, aux_features, resid_forward, run_prompts, SpecSettings, summarize
 
 # %% auto #0
@@ -55,6 +56,22 @@ class AgreementTable:
                 hits[idx] = ((d.to_target_ids(logits.argmax(-1)) == greedy) & valid).sum(1).double().cpu()
             self.rows[w] = fit, hits
         return self.rows[w]
+
+# %% ../nbs/04b_search.ipynb #5c6e9fa9
+@patch
+@torch.no_grad()
+def agreement_steps(self:AgreementTable, draft, # any draft over this target (e.g. `variants.served_draft`'s)
+                    wiring, steps:int=3)->tuple: # (agreeing positions [m, steps], positions [m, steps]), float64
+    "Per prompt and unrolled step, the positions where `draft`'s top token is the target's greedy token, fed `wiring`."
+    m, w = len(self.positions), tuple(wiring)
+    hits, pos = torch.zeros(m, steps, dtype=torch.float64), torch.zeros(m, steps, dtype=torch.float64)
+    for idx, x, hs, greedy, p, valid in self.batches:   # greedy[:, j]: the target's token at j + 1; step k at t predicts t + 1 + k
+        T = x.shape[1]
+        for k, logits in enumerate(ttt_forward(draft, aux_features(hs, w), x, steps)):
+            ok = valid[:, k:]
+            hits[idx, k] = ((draft.to_target_ids(logits[:, :T - 1 - k].argmax(-1)) == greedy[:, k:]) & ok).sum(1).double().cpu()
+            pos[idx, k] = ok.sum(1).double().cpu()
+    return hits, pos
 
 # %% ../nbs/04b_search.ipynb #90d52662
 EXHAUSTIVE_LIMIT = 1000   # every ascending choice up to this many (N = 19 for 3 chunks); beyond, a coordinate search

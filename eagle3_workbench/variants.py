@@ -266,7 +266,8 @@ def served_draft(draft:Eagle3Draft, # the trained draft, loaded
     served, changes = served_config(draft.config, engine)
     p = next(draft.parameters())
     out = Eagle3Draft(served).to(device=p.device, dtype=p.dtype)
-    out.embed_tokens = draft.embed_tokens
+    if 'embed_tokens' in draft._modules: out.embed_tokens = draft.embed_tokens
+    else: object.__setattr__(out, 'embed_tokens', draft.embed_tokens)   # the target's, shared as the loader shares it: not the draft's weight
     if isinstance(draft.lm_head, SharedHead) and draft.lm_head.attr is None and not served.tie_word_embeddings:
         out.share_lm_head(draft.lm_head.source)   # the target's lm_head, borrowed as the trained draft borrows it
     sd, own = {**dict(draft.named_parameters()), **dict(draft.named_buffers())}, out.state_dict()

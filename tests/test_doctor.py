@@ -114,13 +114,14 @@ def test_two_prompts_are_inconclusive_never_miswired(name):
 @pytest.mark.slow
 def test_original_case_embedding_captured(tmp_path):
     "The case that started the project: SpecForge ids [-1, 1, 5] feed [embedding, low, mid] to slots trained on [low, mid, high]."
-    pair = planted(lambda c: c['eagle_config'].update(eagle_aux_hidden_state_layer_ids=[-1, 1, 5]), path=tmp_path, engine='sglang-legacy')
+    # read as SpecForge's capture reads them (+1, resid[0] captured): no SGLang release does both on a DeepSeek target
+    pair = planted(lambda c: c['eagle_config'].update(eagle_aux_hidden_state_layer_ids=[-1, 1, 5]), path=tmp_path, engine='specforge')
     assert pair.wiring.resid_layers == (0, 2, 6)
     d = diagnose(pair, ZOO[:24], training_dump=dump_of('tiny-dsv3'), accept_prompts=4, accept_tokens=16)
     assert d.verdict == 'miswired' and {'AUX_EMBEDDING_CAPTURED', 'AUX_LAYERS_MISMATCH'} <= error_codes(d)
     r = d.recommended
     assert r['resid_layers'] == [2, 6, 9] and r['sglang_eagle_aux_hidden_state_layer_ids'] == [1, 5, 8]
-    assert r['for_engine'] == dict(engine='sglang-legacy', name='SGLang before PR #25454', field='eagle_config.eagle_aux_hidden_state_layer_ids', ids=[1, 5, 8])
+    assert r['for_engine'] == dict(engine='specforge', name='SpecForge', field='eagle_config.eagle_aux_hidden_state_layer_ids', ids=[1, 5, 8])
     assert r['accept_length_after'] > r['accept_length_before'] + 0.3
     assert r['accept_length_change']['label'] == 'better' and r['accept_length_change']['ci'][0] > 0
 
@@ -201,7 +202,7 @@ def _fc_norm_weights(sd):
                                              ('vllm==0.21.0', True), ('vllm==0.22.0', False), ('trtllm', False), ('specforge', False)])
 def test_variant_ignored_per_release(engine, ignored):
     "A SpecForge fc_norm draft: SGLang reads fc_norm from 0.5.12, vLLM from 0.22.0 (conventions.VARIANT_SUPPORT); SpecForge is no serving engine."
-    from eagle3_workbench.conventions import variant_support
+    from eagle3_workbench.variants import variant_support
     p = planted(lambda c: c.update(fc_norm=True), _fc_norm_weights)
     fs = [f for f in doc.static_findings(p, engine)[0] if f.code == 'VARIANT_IGNORED']
     if engine != 'specforge': assert (variant_support(engine)['fc_norm'].reading == 'ignored') == ignored   # the rule the expectation comes from
