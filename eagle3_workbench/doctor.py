@@ -489,6 +489,7 @@ class Diagnosis:
     deployment: dict|None = None   # chunk x layer match of a deployment capture, when one was given
     accept_setup: str|None = None  # how the accept lengths before / after were measured (not in the JSON)
     search: dict|None = None       # the search's size: prompts, tokens, candidates, how, threshold, enough
+    draft: dict|None = None        # who wrote the draft (trainer, format, the files' evidence): it decides the math checked
 
     @property
     def codes(self): return [f.code for f in self.findings]
@@ -501,12 +502,13 @@ class Diagnosis:
         "The stable JSON form: verdict, findings[], recommended, and the evidence."
         return dict(verdict=self.verdict, engine=self.engine, configured_resid_layers=self.configured,
                     findings=[asdict(f) for f in self.findings], recommended=self.recommended,
-                    similarity=self.similarity, deployment=self.deployment, sweep=self.sweep, search=self.search, seconds=round(self.seconds, 2))
+                    similarity=self.similarity, deployment=self.deployment, sweep=self.sweep, search=self.search, draft=self.draft, seconds=round(self.seconds, 2))
 
 # %% ../nbs/04_doctor.ipynb #8c15dd2c
 @patch
 def __str__(self:Diagnosis):
     L = [f"verdict: {self.verdict.upper()}   (engine: {self.engine}; configured resid{self.configured})"]
+    if self.draft: L.append(f"draft: written by {self.draft['trainer']}, {self.draft['format']} files ({self.draft['provenance']})")
     for f in sorted(self.findings, key=lambda f: ['error', 'warning', 'info'].index(f.severity)):
         L.append(f"  [{f.severity}] {f.code}: {f.message}")
     r = self.recommended
@@ -601,4 +603,5 @@ def diagnose(pair, # a loaded `Pair`
                                           min_prompts=MIN_PROMPTS, min_tokens=MIN_TOKENS)
     return Diagnosis(verdict, findings, rec, list(ev.configured) if ev.configured else None, engine, ev.dump,
                      sweep_rows(sw, ev.configured, rec.resid_layers if rec else None) if sw else None,
-                     time.perf_counter() - t0, ev.deployed, ev.accept['setup'] if ev.accept else None, search)
+                     time.perf_counter() - t0, ev.deployed, ev.accept['setup'] if ev.accept else None, search,
+                     dict(trainer=pair.report.trainer, format=pair.report.format, provenance=pair.report.provenance))

@@ -28,6 +28,14 @@ def _specforge_sample(f:Path)->dict:
     if aux.shape[0] != ids.numel(): raise ValueError(f"aux_hidden_state has {aux.shape[0]} rows for {ids.numel()} input_ids")
     return dict(file=str(f), input_ids=ids, aux=aux, loss_mask=d.get('loss_mask'))
 
+def _read_all(files, limit:int, one)->tuple:
+    "Each file through `one`, up to `limit`: (samples, one problem line per file that failed)."
+    samples, problems = [], []
+    for f in files[:limit]:
+        try: samples.append(one(f))
+        except Exception as e: problems.append(f"{f}: {type(e).__name__}: {' '.join(str(e).split())[:160]}")
+    return samples, problems
+
 def read_specforge_dump(folder, # a SpecForge dump folder (holding rows_*/)
                         limit:int=16, # read at most this many samples
                        )->tuple: # (samples, problems: one string per unreadable file)
@@ -35,11 +43,7 @@ def read_specforge_dump(folder, # a SpecForge dump folder (holding rows_*/)
     folder = Path(folder)
     files = _specforge_files(folder)
     if not files: return [], [f"{folder}: no SpecForge rows_*/data_*.ckpt[.gz] files"]
-    samples, problems = [], []
-    for f in files[:limit]:
-        try: samples.append(_specforge_sample(f))
-        except Exception as e: problems.append(f"{f}: {type(e).__name__}: {' '.join(str(e).split())[:160]}")
-    return samples, problems
+    return _read_all(files, limit, _specforge_sample)
 
 # %% ../nbs/02b_dumps.ipynb #bc01d654
 _HS = re.compile(r'hs_(\d+)\.safetensors$')
@@ -76,11 +80,7 @@ def read_speculators_dump(folder, # speculators' data folder (with hidden_states
     folder = Path(folder)
     files = _speculators_files(folder)
     if not files: return [], [f"{folder}: no speculators hs_*.safetensors files (looked in it and in its hidden_states/)"]
-    samples, problems = [], []
-    for f in files[:limit]:
-        try: samples.append(_speculators_sample(f))
-        except Exception as e: problems.append(f"{f}: {type(e).__name__}: {' '.join(str(e).split())[:160]}")
-    return samples, problems
+    return _read_all(files, limit, _speculators_sample)
 
 # %% ../nbs/02b_dumps.ipynb #647ea6af
 def dump_format(folder)->str|None:
