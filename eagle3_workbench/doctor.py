@@ -17,13 +17,13 @@ from .capture import Capture
 from .records import load_tensor
 from .dumps import read_dump
 from .engine import Session, bootstrap_ci, _check_prompts, read_prompts, resid_forward
-from .search import (_table, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, _threshold, ALPHA,
+from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, _threshold, ALPHA,
                                      MIN_PROMPTS, MIN_TOKENS, accept_lengths)
 
 # %% auto #0
 __all__ = ['CODES', 'Finding', 'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump',
            'match_training_features', 'training_dump_match', 'Evidence', 'engine_field', 'Recommendation', 'decide',
-           'Diagnosis', 'variant_impact', 'diagnose']
+           'Diagnosis', 'diagnose']
 
 # %% ../nbs/04_doctor.ipynb #25f1dcbc
 CODES = {
@@ -528,21 +528,6 @@ def __str__(self:Diagnosis):
 Diagnosis.__repr__ = Diagnosis.__str__
 
 # %% ../nbs/04_doctor.ipynb #6f23b415
-def variant_impact(pair, prompts:list, engine, # the deploying release, as `static_findings` takes it
-                   wiring, steps:int=3, n:int=2000, seed:int=0)->dict|None: # None: the release cannot run the draft, or runs it as trained
-    "Top-1 agreement over `steps` unrolled steps of the draft as trained and as `engine` runs it, same prompts and wiring, paired."
-    try: served, changes = served_draft(pair.draft, engine)
-    except ValueError: return None
-    if not changes: return None
-    t = _table(pair, prompts)
-    (a, pos), (b, _) = t.agreement_steps(pair.draft, wiring, steps), t.agreement_steps(served, wiring, steps)
-    pick = torch.randint(len(pos), (n, len(pos)), generator=torch.Generator().manual_seed(seed))   # the same prompts for both drafts
-    boot = ((b - a).sum(1)[pick].sum(1) / pos.sum(1)[pick].sum(1).clamp_min(1)).sort().values
-    rate = lambda h: float(h.sum() / pos.sum().clamp_min(1))
-    return dict(steps=steps, prompts=len(pos), tokens=int(pos[:, 0].sum()), as_trained=round(rate(a), 4), as_served=round(rate(b), 4),
-                difference=round(rate(b) - rate(a), 4), ci=[round(float(boot[int(0.025 * n)]), 4), round(float(boot[int(0.975 * n) - 1]), 4)],
-                per_step=[round(float((b - a)[:, k].sum() / pos[:, k].sum().clamp_min(1)), 4) for k in range(steps)], changes=changes)
-
 def _measured(findings:list, impact:dict|None)->list:
     "VARIANT_IGNORED findings with the measured cost in their evidence and message."
     if impact is None: return findings

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 import torch
 from fastcore.basics import patch
 from .engine import ttt_forward, aux_features, resid_forward, run_prompts, SpecSettings, summarize
+from .variants import served_config, served_draft
 
 # %% auto #0
 __all__ = ['EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'AgreementTable',
            'search_wirings', 'Sweep', 'wiring_sweep', 'beats', 'tied', 'enough_evidence', 'sweep_rows',
-           'accept_lengths']
+           'variant_impact', 'accept_lengths']
 
 # %% ../nbs/04b_search.ipynb #e8a4269b
 def _token_ids(pair, prompts)->list:
@@ -239,6 +240,22 @@ def sweep_rows(sw:Sweep, configured=None, recommended=None, top:int=10)->list:
         rows.append(r)
     rows[0]['best'] = True
     return rows
+
+# %% ../nbs/04b_search.ipynb #8535ab34
+def variant_impact(pair, prompts:list, engine, # the deploying release, as `static_findings` takes it
+                   wiring, steps:int=3, n:int=2000, seed:int=0)->dict|None: # None: the release cannot run the draft, or runs it as trained
+    "Top-1 agreement over `steps` unrolled steps of the draft as trained and as `engine` runs it, same prompts and wiring, paired."
+    try: served, changes = served_draft(pair.draft, engine)
+    except ValueError: return None
+    if not changes: return None
+    t = _table(pair, prompts)
+    (a, pos), (b, _) = t.agreement_steps(pair.draft, wiring, steps), t.agreement_steps(served, wiring, steps)
+    pick = torch.randint(len(pos), (n, len(pos)), generator=torch.Generator().manual_seed(seed))   # the same prompts for both drafts
+    boot = ((b - a).sum(1)[pick].sum(1) / pos.sum(1)[pick].sum(1).clamp_min(1)).sort().values
+    rate = lambda h: float(h.sum() / pos.sum().clamp_min(1))
+    return dict(steps=steps, prompts=len(pos), tokens=int(pos[:, 0].sum()), as_trained=round(rate(a), 4), as_served=round(rate(b), 4),
+                difference=round(rate(b) - rate(a), 4), ci=[round(float(boot[int(0.025 * n)]), 4), round(float(boot[int(0.975 * n) - 1]), 4)],
+                per_step=[round(float((b - a)[:, k].sum() / pos[:, k].sum().clamp_min(1)), 4) for k in range(steps)], changes=changes)
 
 # %% ../nbs/04b_search.ipynb #4050c0b6
 def _paired_accept(before:list, after:list, n:int=2000, seed:int=0)->dict:
