@@ -242,6 +242,13 @@ def sweep_rows(sw:Sweep, configured=None, recommended=None, top:int=10)->list:
     return rows
 
 # %% ../nbs/04b_search.ipynb #8535ab34
+def _paired_change(after, before, n:int=2000, seed:int=0)->tuple: # (estimate, lo, hi)
+    "after - before of two pooled ratios over the same prompts (rows [numerator, denominator]), with a 95% bootstrap interval resampling prompts."
+    pick = torch.randint(len(after), (n, len(after)), generator=torch.Generator().manual_seed(seed))   # the same prompts for both
+    ratio = lambda t, i=slice(None): t[i, 0].sum(-1) / t[i, 1].sum(-1).clamp_min(1)
+    lo, hi = (ratio(after, pick) - ratio(before, pick)).quantile(torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    return float(ratio(after) - ratio(before)), lo, hi
+
 def variant_impact(pair, prompts:list, engine, # the deploying release, as `static_findings` takes it
                    wiring, steps:int=3, n:int=2000, seed:int=0)->dict|None: # None: the release cannot run the draft, or runs it as trained
     "Top-1 agreement over `steps` unrolled steps of the draft as trained and as `engine` runs it, same prompts and wiring, paired."
@@ -250,23 +257,18 @@ def variant_impact(pair, prompts:list, engine, # the deploying release, as `stat
     if not changes: return None
     t = _table(pair, prompts)
     (a, pos), (b, _) = t.agreement_steps(pair.draft, wiring, steps), t.agreement_steps(served, wiring, steps)
-    pick = torch.randint(len(pos), (n, len(pos)), generator=torch.Generator().manual_seed(seed))   # the same prompts for both drafts
-    boot = ((b - a).sum(1)[pick].sum(1) / pos.sum(1)[pick].sum(1).clamp_min(1)).sort().values
+    est, lo, hi = _paired_change(torch.stack([b.sum(1), pos.sum(1)], 1), torch.stack([a.sum(1), pos.sum(1)], 1), n, seed)
     rate = lambda h: float(h.sum() / pos.sum().clamp_min(1))
     return dict(steps=steps, prompts=len(pos), tokens=int(pos[:, 0].sum()), as_trained=round(rate(a), 4), as_served=round(rate(b), 4),
-                difference=round(rate(b) - rate(a), 4), ci=[round(float(boot[int(0.025 * n)]), 4), round(float(boot[int(0.975 * n) - 1]), 4)],
+                difference=round(est, 4), ci=[round(lo, 4), round(hi, 4)],
                 per_step=[round(float((b - a)[:, k].sum() / pos[:, k].sum().clamp_min(1)), 4) for k in range(steps)], changes=changes)
 
 # %% ../nbs/04b_search.ipynb #4050c0b6
 def _paired_accept(before:list, after:list, n:int=2000, seed:int=0)->dict:
     "Accept length after minus before, paired per prompt, with a bootstrap interval over prompts and a label."
     tot = lambda runs: torch.tensor([[sum(r.verify.accept_length for r in run), max(len(run), 1)] for run in runs], dtype=torch.float64)
-    B, A = tot(before), tot(after)
-    pick = torch.randint(len(A), (n, len(A)), generator=torch.Generator().manual_seed(seed))
-    diff = A[pick, 0].sum(1) / A[pick, 1].sum(1) - B[pick, 0].sum(1) / B[pick, 1].sum(1)
-    lo, hi = diff.quantile(torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-    est = float(A[:, 0].sum() / A[:, 1].sum() - B[:, 0].sum() / B[:, 1].sum())
-    return dict(gain=round(est, 3), ci=[round(lo, 3), round(hi, 3)], prompts=len(A),
+    est, lo, hi = _paired_change(tot(after), tot(before), n, seed)
+    return dict(gain=round(est, 3), ci=[round(lo, 3), round(hi, 3)], prompts=len(after),
                 label='better' if lo > 0 else 'worse' if hi < 0 else 'within noise')
 
 def accept_lengths(pair, prompts:list, configured, # the wiring fed, or None when it cannot run
