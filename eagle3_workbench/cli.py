@@ -94,8 +94,6 @@ def _run(a)->int:
     return EXIT_CHECK_FAILED if out['lossless'] is False else EXIT_OK
 
 # %% ../nbs/09_cli.ipynb #cd63018b
-_VARIANT_ENGINES = ('sglang', 'vllm', 'trtllm')   # the engines whose variant support `variants.VARIANT_SUPPORT` records
-
 def _wiring_draft(arg):
     "(config, Provenance) of `wiring`'s argument: weight names are read from the headers when the folder has weights."
     from eagle3_workbench.loading import read_config, resolve_path, detect_provenance, weight_files, _weight_names
@@ -121,7 +119,7 @@ def _wiring(a)->int:
     from dataclasses import asdict
     from eagle3_workbench.conventions import (engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note,
                                               describe_engine, parse_engine)
-    from eagle3_workbench.variants import variant_problems, as_draft_config
+    from eagle3_workbench.variants import variant_problems, as_draft_config, VARIANT_ENGINES
     if a.trtllm_layers is not None and a.engine is None: a.engine = 'trtllm'
     if a.trtllm_layers is not None and parse_engine(a.engine).name != 'trtllm':
         raise ValueError(f"--trtllm-layers is TensorRT-LLM's serving option; --engine {a.engine} takes its layers from the draft config")
@@ -130,7 +128,7 @@ def _wiring(a)->int:
     rs, note = engine_readings(cfg, n, mtype), sglang_rule_note(mtype)
     spec = parse_engine(a.engine) if a.engine else None
     mine = resolve_wiring(cfg, n, spec.key, mtype, a.trtllm_layers) if spec else None   # what `load_pair` would wire
-    engines = [spec.key] if spec and spec.name in _VARIANT_ENGINES else [] if spec else list(_VARIANT_ENGINES)
+    engines = [spec.key] if spec and spec.name in VARIANT_ENGINES else [] if spec else list(VARIANT_ENGINES)
     try: dc, unchecked = as_draft_config(cfg, prov.trainer, getattr(cfg, 'source', None) or a.draft_config), None
     except ValueError as e: dc, unchecked = None, f"variant keys not checked: the config is no complete draft config ({e})"   # ids alone still answer
     variants = {e: variant_problems(dc, engine=e) for e in engines} if dc is not None else {}

@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from .conventions import (read_aux_ids, engine_readings, disagreements, resolve_wiring, from_resid,
                                           default_resid_layers, draft_config_edit, ConfigEdit, parse_engine, engine_rules,
                                           capturable)
-from .variants import variant_problems, served_draft
+from .variants import variant_problems, VARIANT_ENGINES
 from .capture import Capture
 from .records import load_tensor
 from .dumps import read_dump
@@ -139,7 +139,7 @@ def _variant_findings(pair, engine)->list:
     "VARIANT_IGNORED: one finding per draft key the deploying SGLang / vLLM / TensorRT-LLM release ignores or misreads."
     try: spec = parse_engine(engine or 'sglang', 'engine')
     except ValueError: return []
-    if spec.name not in ('sglang', 'vllm', 'trtllm'): return []
+    if spec.name not in VARIANT_ENGINES: return []
     return [Finding('VARIANT_IGNORED', 'error', p.message, dict(p.evidence, key=p.key))
             for p in variant_problems(pair.draft.config, engine=spec)]   # the DraftConfig: the math the workbench computes for it
 

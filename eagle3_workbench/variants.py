@@ -12,8 +12,8 @@ from .draft import DraftConfig, Eagle3Draft, SharedHead
 from .formats import detect_provenance, flatten_config
 
 # %% auto #0
-__all__ = ['VARIANT_SUPPORT', 'VARIANT_KEYS', 'Support', 'variant_support', 'as_draft_config', 'trained_math', 'VariantProblem',
-           'variant_problems', 'served_config', 'served_draft', 'version_table']
+__all__ = ['VARIANT_SUPPORT', 'VARIANT_ENGINES', 'VARIANT_KEYS', 'Support', 'variant_support', 'as_draft_config', 'trained_math',
+           'VariantProblem', 'variant_problems', 'served_config', 'served_draft', 'version_table']
 
 # %% ../nbs/01e_variants.ipynb #300d2021
 class Support(NamedTuple):
@@ -62,6 +62,7 @@ VARIANT_SUPPORT = (
 
 # %% ../nbs/01e_variants.ipynb #544ed448
 _T, _TS = 'trtllm', '_torch/models/modeling_speculative.py'
+VARIANT_ENGINES = (_S, _V, _T)   # the serving engines whose variant support is recorded here
 VARIANT_SUPPORT += (
     Support(_V, '0.10.0', 'norm_output', 'ignored', f"{_E}: not read"),
     Support(_V, '0.22.0', 'norm_output', 'feedback', f"{_E}: aux_output = post-norm hidden_states if norm_output"),
@@ -106,7 +107,7 @@ def variant_support(engine='sglang', # 'sglang', 'vllm' or 'trtllm', with or wit
                    )->dict: # key -> the `Support` row that applies to that release
     "Which `VARIANT_SUPPORT` row applies to each key for one engine release."
     s = parse_engine(engine)
-    if s.name not in (_S, _V, _T): raise ValueError(f"engine {s.key!r}: variant support is known for the serving engines only (sglang, vllm, trtllm)")
+    if s.name not in VARIANT_ENGINES: raise ValueError(f"engine {s.key!r}: variant support is known for the serving engines only (sglang, vllm, trtllm)")
     return {row.key: row for row in VARIANT_SUPPORT
             if row.engine == s.name and (row.since is None or _ver(row.since) <= _ver(s.version))}
 
@@ -283,7 +284,7 @@ def served_draft(draft:Eagle3Draft, # the trained draft, loaded
 def version_table(engine:str, # 'sglang', 'vllm' or 'trtllm'
                  )->str: # plain text, one line per row
     "`ENGINE_FACTS` and `VARIANT_SUPPORT` rows of one engine, oldest release first: since | what | value | source."
-    if engine not in (_S, _V, _T): raise ValueError(f"engine {engine!r}: expected 'sglang', 'vllm' or 'trtllm'")
+    if engine not in VARIANT_ENGINES: raise ValueError(f"engine {engine!r}: expected 'sglang', 'vllm' or 'trtllm'")
     rows = [(f.since, f.what + ('' if f.family == 'any' else f" ({f.family})"), str(f.value), f.source) for f in ENGINE_FACTS if f.engine == engine]
     rows += [(s.since or '-', s.key, s.reading, s.source) for s in VARIANT_SUPPORT if s.engine == engine]
     rows.sort(key=lambda r: _ver(r[0]) if r[0] != '-' else (0,))
