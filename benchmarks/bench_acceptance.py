@@ -10,12 +10,12 @@ PAIRS = ('tiny-dsv3', 'tiny-llama')
 def wirings(p, trained:tuple, quick:bool)->list:
     "(label, resid tuple) in report order: the calibration list of the zoo card, then each engine's reading of the shipped config."
     from eagle3_workbench.zoo import wrong_wirings
-    from eagle3_workbench.conventions import engine_readings
+    from eagle3_workbench.wiring import engine_readings
     w = {k: v for k, v in wrong_wirings(trained).items() if k != 'zero features'}
     if quick: w = {k: w[k] for k in ('trained', '[embedding, low, mid] (the original case)')}
     out = list(w.items())
     if not quick:
-        for r in engine_readings(p.draft_config, p.n_layers, p.target_config.get('model_type')):
+        for r in engine_readings(p.draft.config.raw, p.n_layers, p.model_type):
             out.append((f"{r.engine} reading of the shipped config", tuple(r.fed) if len(r.fed) == p.draft.config.num_aux else
                         ('short', tuple(r.fed))))
     return out

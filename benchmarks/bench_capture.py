@@ -91,7 +91,7 @@ def run(quick:bool=False)->dict:
     else:
         rows.append(unavailable('nnsight trace saving resid[*] / bare', nn_info))
     return dict(title=TITLE, question=QUESTION, rows=rows,
-                setup=f"target {p.target_path} ({p.target_config.get('model_type')}, {n} layers, hidden {p.target.config.hidden_size}); "
+                setup=f"target {p.target_path} ({p.model_type}, {n} layers, hidden {p.target.config.hidden_size}); "
                       f"one forward over {T} random token ids, use_cache=False, no_grad; all variants interleaved in each of "
                       f"{reps} repeats (order rotated); ratios are per repeat, then the median. Bare, stats and full run on a freshly "
                       f"loaded target (forward hooks on it before/after: {hooks0}/{hooks1}); output_hidden_states and nnsight "

@@ -1,4 +1,4 @@
-"""SGLang bridge: what `--forward-hooks` with eagle3_workbench.sglang:factory costs per forward pass, measured on CPU."""
+"""SGLang bridge: what `--forward-hooks` with eagle3_workbench.sglang.hook:factory costs per forward pass, measured on CPU."""
 from __future__ import annotations
 import copy, shutil, tempfile
 from pathlib import Path
@@ -15,8 +15,8 @@ def _records(folder:Path)->int:
 
 def run(quick:bool=False)->dict:
     from eagle3_workbench.loading import load_target
-    from eagle3_workbench.sglang import forward_hooks_json, attach_forward_hooks
-    from eagle3_workbench.sglang.hook import _flush_all
+    from eagle3_workbench.sglang.hook import forward_hooks_json, attach_forward_hooks
+    from eagle3_workbench.sglang.hook import flush_all
     p = pair('tiny-dsv3')
     n = p.n_layers
     wired = list(zoo().trained('tiny-dsv3-eagle3', n))
@@ -44,7 +44,7 @@ def run(quick:bool=False)->dict:
             before = {k: _records(tmp/k) for k in layer_sets}
             warmup = 2
             t = interleaved({k: fwd(m) for k, m in models.items()}, reps[T] if not quick else 5, warmup=warmup)
-            _flush_all()
+            flush_all()
             calls = len(t['bare']) + warmup   # forwards each variant ran, warm-up included
             per_pass = {k: (_records(tmp/k) - before[k]) / calls for k in layer_sets}
             # one record per resid[k]; model.norm, hooked for resid[N], also records its own output (target.norm);
@@ -66,12 +66,12 @@ def run(quick:bool=False)->dict:
                 checks.append(abs(per_pass[k] - expect[k]) < 1e-9)
     finally:
         for h in handles: h.remove()
-        _flush_all()
+        flush_all()
         shutil.rmtree(tmp, ignore_errors=True)
     rows.append(row('every hooked pass wrote one record per hooked point', float(all(checks)), '', '', '1', all(checks),
                     'records.jsonl lines per forward, counted after each size (sample_rate 0.1: exactly the passes its pass numbers pick)'))
     return dict(title=TITLE, question=QUESTION, rows=rows,
-                setup=f"target {p.target_path} ({p.target_config.get('model_type')}, {n} layers, hidden "
+                setup=f"target {p.target_path} ({p.model_type}, {n} layers, hidden "
                       f"{base.config.hidden_size}); specs from forward_hooks_json(...) registered with attach_forward_hooks "
                       f"(the factory resolved by path, fnmatch over named_modules(), as SGLang's hook manager does) on "
                       f"separate copies of the target; stats mode, records appended to records.jsonl per pass; use_cache=False, "

@@ -9,12 +9,12 @@ QUESTION = "How long does `load_pair('zoo:tiny-dsv3')` (target, draft, tokenizer
 CHILD = r'''
 import json, sys, time
 t0 = time.perf_counter()
-from eagle3_workbench.models import load_pair
+from eagle3_workbench.loading import load_pair
 t1 = time.perf_counter()
 # what load_pair imports on its first call: transformers and the target's modeling code (timed apart from the load)
 import importlib
 from transformers import AutoModelForCausalLM, AutoTokenizer
-from eagle3_workbench.models import read_config, resolve_path
+from eagle3_workbench.loading import read_config, resolve_path
 mt = read_config(resolve_path(sys.argv[1]))['model_type']
 importlib.import_module(f"transformers.models.{mt}.modeling_{mt}")
 t1b = time.perf_counter()
@@ -40,12 +40,12 @@ def run(quick:bool=False)->dict:
         firsts.append(r['first']); warm += r['warm']; imports.append(r['import_pkg']); tf.append(r['import_tf'])
     f, w = med(firsts), med(warm)
     return dict(title=TITLE, question=QUESTION,
-                setup=f"`load_pair({t!r}, {d!r})` in {procs} fresh Python process(es) (after `import eagle3_workbench.models`; "
+                setup=f"`load_pair({t!r}, {d!r})` in {procs} fresh Python process(es) (after `import eagle3_workbench.loading`; "
                       f"the first call includes importing transformers and the target's modeling code, timed separately); then {warm_n} more calls in each warm process.",
                 rows=[
         row("load_pair, first call in a fresh process", f, 's', spread(firsts), '< 2 s', f < 2,
             f"of it: importing transformers and the target's modeling code {med(tf):.2f} s, the load itself "
             f"{med([a - b for a, b in zip(firsts, tf)]):.2f} s; a warm call takes {w:.2f} s"),
         row("load_pair, repeated in a warm process", w, 's', spread(warm), '< 2 s', w < 2),
-        row("import eagle3_workbench.models (fresh process)", med(imports), 's', spread(imports), note='before load_pair; info'),
+        row("import eagle3_workbench.loading (fresh process)", med(imports), 's', spread(imports), note='before load_pair; info'),
     ])

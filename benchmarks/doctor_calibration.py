@@ -37,12 +37,12 @@ def pool_prompts(n:int, seed:int=11)->list:
 def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, trials:int, sizes=SIZES, seed:int=0)->list:
     import eagle3_workbench.doctor as doc, eagle3_workbench.search as search
     from eagle3_workbench.loading import load_pair
-    from eagle3_workbench.conventions import engine_readings
+    from eagle3_workbench.wiring import engine_readings
     pair = load_pair(target, draft)
     n, k = pair.n_layers, pair.draft.config.num_aux
     t0 = time.perf_counter()
     table = search.AgreementTable(pair, pool)
-    readings = engine_readings(pair.draft_config, n, pair.target_config.get('model_type'))
+    readings = engine_readings(pair.draft.config.raw, n, pair.model_type)
     rows, gen = [], torch.Generator().manual_seed(seed)
     subsets = {m: [torch.randperm(len(pool), generator=gen)[:m] for _ in range(trials)] for m in sizes}
     for label, conf in faults(trained, n).items():

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""What leaving `--forward-hooks` with eagle3_workbench.sglang:factory on costs per forward pass, on a GPU, at the width
+"""What leaving `--forward-hooks` with eagle3_workbench.sglang.hook:factory on costs per forward pass, on a GPU, at the width
 and depth of the models people debug (DeepSeek-V3 / Kimi-K2: 61 layers, hidden 7168).
 
 Needs only PyTorch with CUDA and transformers, not SGLang: the models are transformers' own (their module names,
@@ -52,7 +52,7 @@ def sglang_registrar():
     if src is not None and (src/'srt/model_executor/hook_manager.py').exists():
         with sglang_debug_tools(src) as tools: fn = tools.hook_manager.register_forward_hooks
         return (lambda model, js: fn(model, json.loads(js))), f"SGLang's register_forward_hooks from {src}"
-    from eagle3_workbench.sglang import attach_forward_hooks
+    from eagle3_workbench.sglang.hook import attach_forward_hooks
     return (lambda model, js: attach_forward_hooks(model, js)), ("eagle3_workbench.sglang.attach_forward_hooks (no SGLang "
             "source: set EAGLE3_SGLANG_SRC to an sglang package folder to register with SGLang's own code)")
 
@@ -93,7 +93,7 @@ def wide_pair(args, device):
     from transformers import LlamaConfig, AutoModelForCausalLM
     from eagle3_workbench.draft import Eagle3Draft, DraftConfig
     from eagle3_workbench.conventions import default_resid_layers
-    from eagle3_workbench.conventions import draft_config_edit
+    from eagle3_workbench.wiring import draft_config_edit
     h, heads, kv, hd = args.hidden, args.heads, args.kv_heads, args.hidden // args.heads
     dtype = torch.bfloat16 if device == 'cuda' else torch.float32
     torch.manual_seed(0)
@@ -143,13 +143,13 @@ def records_in(folder:Path)->int:
 def check_against_hidden_states(target, hooks:dict, every:set, folder:Path, ids, layers)->dict:
     "One hooked pass that also returns transformers' hidden_states: the hook's resid[k] per-token norms against them."
     import torch
-    from eagle3_workbench.sglang import read_hook_folder
-    from eagle3_workbench.sglang.hook import _flush_all
+    from eagle3_workbench.sglang.readers import read_hook_folder
+    from eagle3_workbench.sglang.hook import flush_all
     switch_to(hooks, every)
     try:
         with torch.no_grad(): hs = target(input_ids=ids, use_cache=False, output_hidden_states=True).hidden_states
     finally: switch_to({}, every)
-    _flush_all()
+    flush_all()
     recs = read_hook_folder(folder).merged
     worst = 0.0
     for k in layers:
@@ -161,8 +161,8 @@ def check_against_hidden_states(target, hooks:dict, every:set, folder:Path, ids,
 
 def run_case(name, target, draft, label, args, device, register, tmp:Path)->dict:
     import torch
-    from eagle3_workbench.sglang import forward_hooks_json
-    from eagle3_workbench.sglang.hook import _flush_all
+    from eagle3_workbench.sglang.hook import forward_hooks_json
+    from eagle3_workbench.sglang.hook import flush_all
     from eagle3_workbench.conventions import default_resid_layers
     n = target.config.num_hidden_layers
     wired = list(default_resid_layers(n))
@@ -193,7 +193,7 @@ def run_case(name, target, draft, label, args, device, register, tmp:Path)->dict
             folders = {k: tmp/f"{name}-{'draft' if who == 'draft' else k}" for k in hooked}
             before = {k: records_in(f) for k, f in folders.items()}
             t = measure(call, variants, every, args.repeats, args.warmup, device)
-            _flush_all()
+            flush_all()
             calls = args.repeats + args.warmup
             if who == 'target':
                 expect['sampled'] = full * sum((i * golden) % 1 < rate['sampled'] for i in range(passes, passes + calls)) / calls

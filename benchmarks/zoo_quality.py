@@ -7,7 +7,8 @@ wirings of the calibration list; every run is also checked lossless against targ
 """
 import argparse, re, time
 from eagle3_workbench.loading import load_pair, zoo_root
-from eagle3_workbench.engine import run_prompts, read_prompts
+from eagle3_workbench.engine import run_prompts
+from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.zoo import wrong_wirings
 
 def main():

@@ -6,7 +6,6 @@
 from __future__ import annotations
 import math
 from dataclasses import dataclass, field
-from fastcore.basics import patch
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -81,25 +80,64 @@ class DraftConfig:
     mla: dict|None = None            # q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, rope_interleave
     raw: dict = field(default_factory=dict, repr=False)
 
-# %% ../nbs/01_draft.ipynb #c9be7c7e
-@patch(as_prop=True)
-def rules(self:DraftConfig)->TrainerRules: return TRAINER_RULES[self.trainer]
-@patch(as_prop=True)
-def fc_in_features(self:DraftConfig): return self.num_aux * self.target_hidden_size
-@patch(as_prop=True)
-def has_norm(self:DraftConfig): return self.use_last_layernorm or not self.rules.last_norm_key
-@patch(as_prop=True)
-def norm_output_reading(self:DraftConfig):   # what `norm_output` means here: the trainer's reading, unless overridden
-    return self.norm_output_meaning or self.rules.norm_output
-@patch(as_prop=True)
-def feed_normed(self:DraftConfig):   # EAGLE 3.1: the next step gets norm(h)
-    return self.norm_output_reading == '3.1' and self.norm_output
-@patch(as_prop=True)
-def head_norm(self:DraftConfig):     # compute_logits norms h: not when h is normed already, nor when the trainer leaves it out
-    if self.feed_normed or not self.has_norm: return False
-    return self.norm_output if self.norm_output_reading == 'logits' else True
-@patch(as_prop=True)
-def rope_dim(self:DraftConfig): return self.mla['qk_rope_head_dim'] if self.mla else self.head_dim
+    # what the fields mean together: which trainer's rules apply, the fc width, whether a final norm exists, and the two
+    # facts `norm_output` decides
+    @property
+    def rules(self)->TrainerRules: return TRAINER_RULES[self.trainer]
+    @property
+    def fc_in_features(self)->int: return self.num_aux * self.target_hidden_size
+    @property
+    def has_norm(self)->bool: return self.use_last_layernorm or not self.rules.last_norm_key
+    @property
+    def norm_output_reading(self)->str:   # what `norm_output` means here: the trainer's reading, unless overridden
+        return self.norm_output_meaning or self.rules.norm_output
+    @property
+    def feed_normed(self)->bool:   # EAGLE 3.1: the next step gets norm(h)
+        return self.norm_output_reading == '3.1' and self.norm_output
+    @property
+    def head_norm(self)->bool:     # compute_logits norms h: not when h is normed already, nor when the trainer leaves it out
+        if self.feed_normed or not self.has_norm: return False
+        return self.norm_output if self.norm_output_reading == 'logits' else True
+    @property
+    def rope_dim(self)->int: return self.mla['qk_rope_head_dim'] if self.mla else self.head_dim
+
+    @classmethod
+    def from_dict(cls, d:dict, # a FLAT config: sizes and variant keys at top level (loaders flatten nested layouts)
+                  source='config.json', # named in every error
+                  trainer='specforge', # who wrote the checkpoint: one of `TRAINERS`; decides what ambiguous keys mean
+                 )->DraftConfig:
+        "Parse a draft config dict as `trainer` reads it (the parsing rules are the next sections'); errors name the key."
+        if trainer not in TRAINERS: raise ModelLoadError(f"{source}: trainer={trainer!r}, expected one of {TRAINERS}")
+        R = TRAINER_RULES[trainer]
+        def need(k):
+            v = d.get(k)
+            if k not in d: raise ModelLoadError(f"{source}: key '{k}' missing (required for an EAGLE-3 draft)")
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ModelLoadError(f"{source}: key '{k}' must be a positive integer, got {v!r}")
+            return v
+        h, nh, vocab = need('hidden_size'), need('num_attention_heads'), need('vocab_size')
+        ec = d.get('eagle_config') or {}
+        ids = ec.get('eagle_aux_hidden_state_layer_ids') or d.get('eagle_aux_hidden_state_layer_ids')
+        theta, scaling = _rope_from(d, source, R.rope)
+        nout = d.get('norm_output')
+        cfg = cls(hidden_size=h, intermediate_size=need('intermediate_size'), num_attention_heads=nh,
+                  num_key_value_heads=d.get('num_key_value_heads') or nh, vocab_size=vocab,
+                  draft_vocab_size=d.get('draft_vocab_size') or vocab, draft_vocab_given=d.get('draft_vocab_size') is not None,
+                  target_hidden_size=d.get('target_hidden_size') or h, head_dim=d.get('head_dim') or h // nh,
+                  rms_norm_eps=d.get('rms_norm_eps', 1e-6), rope_theta=float(theta or 10000.0), rope_theta_given=theta is not None,
+                  rope_scaling=scaling, max_position_embeddings=d.get('max_position_embeddings') or 2048,
+                  num_hidden_layers=d.get('num_hidden_layers', 1), num_aux=_num_aux(d, ids, source),
+                  use_aux_hidden_state=ec.get('use_aux_hidden_state', d.get('use_aux_hidden_state', True)),
+                  fc_norm=bool(d.get('fc_norm')), norm_before_fc=bool(_norm_before_fc(d, ec, trainer)),
+                  norm_output=R.norm_output == 'logits' if nout is None else bool(nout),
+                  norm_before_residual=bool(d.get('norm_before_residual')), hidden_act=d.get('hidden_act', 'silu'), trainer=trainer,
+                  fc_bias=bool(d.get('bias')), attention_bias=R.biases and bool(d.get('attention_bias')),
+                  mlp_bias=R.biases and bool(d.get('mlp_bias')) and d.get('model_type') != 'qwen3',
+                  qk_norm=bool(d['qk_norm']) if d.get('qk_norm') is not None else d.get('model_type') in R.qk_norm_types,
+                  tie_word_embeddings=R.ties and bool(d.get('tie_word_embeddings')), use_last_layernorm=bool(d.get('use_last_layernorm', True)),
+                  mla=_mla_from(d, source, R, trainer), raw=d)
+        _check(cfg, d, source)
+        return cfg
 
 # %% ../nbs/01_draft.ipynb #2d1d7990
 _ROPE_NEEDS = {'linear': ('factor',), 'dynamic': ('factor',), 'llama3': ('factor', 'low_freq_factor', 'high_freq_factor'),
@@ -152,45 +190,6 @@ def _mla_from(d:dict, source, rules:TrainerRules, trainer:str)->dict|None:
 # %% ../nbs/01_draft.ipynb #fe2e92ce
 _ACTS = {'silu': F.silu, 'swish': F.silu, 'relu': F.relu, 'gelu': F.gelu, 'gelu_pytorch_tanh': lambda x: F.gelu(x, approximate='tanh')}
 
-@patch(cls_method=True)
-def from_dict(cls:DraftConfig, d:dict, # a FLAT config: sizes and variant keys at top level (loaders flatten nested layouts)
-              source='config.json', # named in every error
-              trainer='specforge', # who wrote the checkpoint: one of `TRAINERS`; decides what ambiguous keys mean
-             )->DraftConfig:
-    "Parse a draft config dict as `trainer` reads it; errors name the key."
-    if trainer not in TRAINERS: raise ModelLoadError(f"{source}: trainer={trainer!r}, expected one of {TRAINERS}")
-    R = TRAINER_RULES[trainer]
-    def need(k):
-        v = d.get(k)
-        if k not in d: raise ModelLoadError(f"{source}: key '{k}' missing (required for an EAGLE-3 draft)")
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise ModelLoadError(f"{source}: key '{k}' must be a positive integer, got {v!r}")
-        return v
-    h, nh, vocab = need('hidden_size'), need('num_attention_heads'), need('vocab_size')
-    ec = d.get('eagle_config') or {}
-    ids = ec.get('eagle_aux_hidden_state_layer_ids') or d.get('eagle_aux_hidden_state_layer_ids')
-    theta, scaling = _rope_from(d, source, R.rope)
-    nout = d.get('norm_output')
-    cfg = cls(hidden_size=h, intermediate_size=need('intermediate_size'), num_attention_heads=nh,
-              num_key_value_heads=d.get('num_key_value_heads') or nh, vocab_size=vocab,
-              draft_vocab_size=d.get('draft_vocab_size') or vocab, draft_vocab_given=d.get('draft_vocab_size') is not None,
-              target_hidden_size=d.get('target_hidden_size') or h, head_dim=d.get('head_dim') or h // nh,
-              rms_norm_eps=d.get('rms_norm_eps', 1e-6), rope_theta=float(theta or 10000.0), rope_theta_given=theta is not None,
-              rope_scaling=scaling, max_position_embeddings=d.get('max_position_embeddings') or 2048,
-              num_hidden_layers=d.get('num_hidden_layers', 1), num_aux=_num_aux(d, ids, source),
-              use_aux_hidden_state=ec.get('use_aux_hidden_state', d.get('use_aux_hidden_state', True)),
-              fc_norm=bool(d.get('fc_norm')), norm_before_fc=bool(_norm_before_fc(d, ec, trainer)),
-              norm_output=R.norm_output == 'logits' if nout is None else bool(nout),
-              norm_before_residual=bool(d.get('norm_before_residual')), hidden_act=d.get('hidden_act', 'silu'), trainer=trainer,
-              fc_bias=bool(d.get('bias')), attention_bias=R.biases and bool(d.get('attention_bias')),
-              mlp_bias=R.biases and bool(d.get('mlp_bias')) and d.get('model_type') != 'qwen3',
-              qk_norm=bool(d['qk_norm']) if d.get('qk_norm') is not None else d.get('model_type') in R.qk_norm_types,
-              tie_word_embeddings=R.ties and bool(d.get('tie_word_embeddings')), use_last_layernorm=bool(d.get('use_last_layernorm', True)),
-              mla=_mla_from(d, source, R, trainer), raw=d)
-    _check(cfg, d, source)
-    return cfg
-
-# %% ../nbs/01_draft.ipynb #516b8fc8
 def _norm_before_fc(d, ec, trainer):
     "vLLM's layout: `eagle_config.norm_before_fc`, else the top level (llama_eagle3.py from 0.22.0); other trainers: the top level."
     return ec.get('norm_before_fc', d.get('norm_before_fc')) if trainer == 'vllm' else d.get('norm_before_fc')
@@ -457,37 +456,31 @@ class Eagle3Draft(nn.Module):
         c = self.config
         return rope_cos_sin(positions, c.rope_dim, c.rope_theta, dtype, c.rope_scaling, c.max_position_embeddings, c.rules.rope)
 
-# %% ../nbs/01_draft.ipynb #bcf16af2
-@patch
-def project(self:Eagle3Draft, aux, # [B, T, num_aux * target_hidden] target features, low to high
-           ): # [B, T, hidden]
-    "Apply fc (after norm_before_fc's one norm, or fc_norm's per-chunk norms) to the target's concatenated features."
-    c = self.config
-    if not c.use_aux_hidden_state: return aux
-    if aux.shape[-1] != c.fc_in_features:
-        raise ValueError(f"fc expects {c.num_aux} x {c.target_hidden_size} = {c.fc_in_features} features, got {aux.shape[-1]}")
-    if c.norm_before_fc: aux = self.input_norm(aux)
-    if c.fc_norm: aux = torch.cat([n(x) for n, x in zip(self.fc_norm, aux.chunk(c.num_aux, -1))], -1)
-    return self.fc(aux)
+    def project(self, aux, # [B, T, num_aux * target_hidden] target features, low to high
+               ): # [B, T, hidden]
+        "Apply fc (after norm_before_fc's one norm, or fc_norm's per-chunk norms) to the target's concatenated features."
+        c = self.config
+        if not c.use_aux_hidden_state: return aux
+        if aux.shape[-1] != c.fc_in_features:
+            raise ValueError(f"fc expects {c.num_aux} x {c.target_hidden_size} = {c.fc_in_features} features, got {aux.shape[-1]}")
+        if c.norm_before_fc: aux = self.input_norm(aux)
+        if c.fc_norm: aux = torch.cat([n(x) for n, x in zip(self.fc_norm, aux.chunk(c.num_aux, -1))], -1)
+        return self.fc(aux)
 
-@patch
-def layer(self:Eagle3Draft, hidden, input_ids, positions, cache=None, mask=None):
-    "One pass of the decoder layers; returns the hidden state passed to the next draft step (norm(h) under EAGLE 3.1)."
-    cos, sin = self.rope(positions, hidden.dtype)
-    x = self.midlayer(hidden, self.embed(input_ids), cos, sin, cache, mask)
-    for l in getattr(self, 'layers', {}).values(): x = l(x, cos, sin, cache, mask)
-    return self.norm(x) if self.config.feed_normed else x
+    def layer(self, hidden, input_ids, positions, cache=None, mask=None):
+        "One pass of the decoder layers; returns the hidden state passed to the next draft step (norm(h) under EAGLE 3.1)."
+        cos, sin = self.rope(positions, hidden.dtype)
+        x = self.midlayer(hidden, self.embed(input_ids), cos, sin, cache, mask)
+        for l in getattr(self, 'layers', {}).values(): x = l(x, cos, sin, cache, mask)
+        return self.norm(x) if self.config.feed_normed else x
 
-@patch
-def compute_logits(self:Eagle3Draft, hidden): # what `layer` returned
-    "Draft-vocabulary logits: the final norm is applied exactly once, or never when the trainer leaves it out."
-    return self.lm_head(self.norm(hidden) if self.config.head_norm else hidden)
+    def compute_logits(self, hidden): # what `layer` returned
+        "Draft-vocabulary logits: the final norm is applied exactly once, or never when the trainer leaves it out."
+        return self.lm_head(self.norm(hidden) if self.config.head_norm else hidden)
 
-@patch
-def to_target_ids(self:Eagle3Draft, draft_ids): return draft_ids + self.d2t[draft_ids]
+    def to_target_ids(self, draft_ids): return draft_ids + self.d2t[draft_ids]
 
-@patch
-def forward(self:Eagle3Draft, features, input_ids, positions, cache=None, mask=None, from_target=True):
-    "Hidden state and draft-vocabulary logits; `from_target` applies fc to target features first."
-    h = self.layer(self.project(features) if from_target else features, input_ids, positions, cache, mask)
-    return h, self.compute_logits(h)
+    def forward(self, features, input_ids, positions, cache=None, mask=None, from_target=True):
+        "Hidden state and draft-vocabulary logits; `from_target` applies fc to target features first."
+        h = self.layer(self.project(features) if from_target else features, input_ids, positions, cache, mask)
+        return h, self.compute_logits(h)

@@ -4,20 +4,18 @@
 
 # %% ../nbs/03_engine.ipynb #c6cca0e3
 from __future__ import annotations
-import json, math, time
-from contextlib import nullcontext, contextmanager
+import math, time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, asdict
-from pathlib import Path
-from fastcore.basics import patch
 import torch
-import torch.nn.functional as F
-from .draft import DraftCache, Eagle3Draft
-from .loading import target_parts, zoo_root
+from .draft import DraftCache
+from .teacher import resid_forward, aux_features
+from .prompts import check_prompts
+from .stats import bootstrap_ci
 
 # %% auto #0
-__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'ResidStates',
-           'resid_forward', 'aux_features', 'Session', 'bootstrap_ci', 'summarize', 'greedy_reference', 'RunReport',
-           'run_prompts', 'ttt_forward', 'agreement_per_window', 'read_prompts', 'zoo_prompts']
+__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'Session', 'summarize',
+           'greedy_reference', 'RunReport', 'run_prompts']
 
 # %% ../nbs/03_engine.ipynb #b80f7f73
 @dataclass
@@ -137,44 +135,97 @@ def _probs(logits, temperature:float, top_p:float):
 def _draw(p, gen): return int(torch.multinomial(p, 1, generator=gen))
 
 # %% ../nbs/03_engine.ipynb #0c1f267a
-class ResidStates(tuple):
-    "resid[0..N] of one target forward: transformers' hidden_states[0..N-1] and, as resid[N], the last layer's output before the final norm."
+def _propose(draft_step, # (hidden, tokens, positions, mask, step) -> (hidden [1, n, H], logits [n, Vd]): the draft through its cache
+             last:tuple, # (pre-norm hidden [1, 1, H], logits [Vd]) of the draft at the pending token
+             past:int, # committed positions before the pending token
+             s, # the session's `SpecSettings`
+             gen, # the session's generator (sampling)
+             to_target, # draft id -> target id, a LongTensor over the draft vocabulary
+             vocab:int, # the target's vocabulary size
+            )->list: # kept nodes, parents before children: token, parent, depth, score, q, qdist, hidden, alts
+    "The draft's proposals: a chain for top-k 1, an EAGLE-2 tree otherwise."
+    k, nodes = s.speculative_eagle_topk, []
+    sampled_chain = k == 1 and bool(s.temperature)   # only rejection sampling needs q over the whole target vocabulary
+    tid_t, tid = to_target.cpu(), to_target.tolist()
+    def expand(logits, parent, hidden, depth, base):
+        q = _probs(logits, s.temperature, s.top_p)
+        picks = [_draw(q, gen)] if sampled_chain else q.topk(k).indices.tolist()
+        qdist = torch.zeros(vocab).index_put_((tid_t,), q.cpu()) if sampled_chain else None
+        top = q.topk(min(3, len(q)))
+        alts = [(tid[i], round(p, 4)) for i, p in zip(top.indices.tolist(), top.values.tolist())]
+        return [dict(token=tid[i], parent=parent, depth=depth, hidden=hidden, score=base + math.log(max(qi, 1e-30)),
+                     q=qi, qdist=qdist, alts=alts) for i, qi in zip(picks, q[picks].tolist())]
+    def add(cands):
+        start = len(nodes); nodes.extend(sorted(cands, key=lambda n: -n['score'])[:k])
+        return list(range(start, len(nodes)))
+    frontier, slot = add(expand(last[1], -1, last[0], 1, 0.0)), {}  # slot: node -> its draft cache entry
+    for step in range(1, s.speculative_num_steps):
+        m = torch.full((len(frontier), past + len(slot) + len(frontier)), float('-inf'))
+        m[:, :past] = 0
+        for r, i in enumerate(frontier):
+            m[r, past + len(slot) + r] = 0
+            j = nodes[i]['parent']
+            while j >= 0: m[r, past + slot[j]] = 0; j = nodes[j]['parent']
+        x = torch.cat([nodes[i]['hidden'] for i in frontier], 1)
+        h, logits = draft_step(x, [nodes[i]['token'] for i in frontier], [past - 1 + nodes[i]['depth'] for i in frontier], m[None, None].to(x.device), step)
+        for i in frontier: slot[i] = len(slot)
+        frontier = add([c for r, i in enumerate(frontier) for c in expand(logits[r], i, h[:, r:r+1], nodes[i]['depth'] + 1, nodes[i]['score'])])
+    order = sorted(range(len(nodes)), key=lambda i: (-nodes[i]['score'], nodes[i]['depth']))[:s.speculative_num_draft_tokens - 1]
+    keep = sorted(order, key=lambda i: (nodes[i]['depth'], i))
+    remap = {old: new for new, old in enumerate(keep)}
+    assert all(nodes[i]['parent'] < 0 or nodes[i]['parent'] in remap for i in keep)
+    return [dict(nodes[i], parent=remap.get(nodes[i]['parent'], -1)) for i in keep]
 
-@contextmanager
-def _last_layer_output(target):
-    "Hold the last decoder layer's output during a forward; the hook is removed also after an exception."
-    held = []
-    hook = target_parts(target)['layers'][-1].register_forward_hook(lambda m, i, o: held.append(o[0] if isinstance(o, tuple) else o))
-    try: yield held
-    finally: hook.remove()
-
-def resid_forward(target, **kw)->tuple:
-    "(output, `ResidStates`) of one target forward; `kw` goes to the model (input_ids, cache, ...)."
-    with _last_layer_output(target) as held: out = target(output_hidden_states=True, **kw)
-    return out, ResidStates(tuple(out.hidden_states[:-1]) + (held[-1],))
-
-def aux_features(states, # `ResidStates` (resid[0..N]), or a model's plain `hidden_states` (resid[0..N-1], then the post-norm output)
-                 resid_layers, # resid indices in chunk order; None feeds zeros
-                )->torch.Tensor: # [..., len(resid_layers) * hidden]
-    "The draft's input: the wired resid[k] concatenated in chunk order, zeros for a None slot."
-    n = len(states) - 1
-    top = n if isinstance(states, ResidStates) else n - 1   # a plain tuple's last entry is after the final norm: never resid[N]
-    if any(k is not None and not 0 <= k <= top for k in resid_layers):
-        raise ValueError(f"resid{list(resid_layers)}: " + (f"a {n}-layer target has resid[0..{n}]" if top == n else
-                         f"resid[{n}] is not in transformers' hidden_states (its last entry is after the final norm): use `resid_forward`"))
-    return torch.cat([states[k] if k is not None else torch.zeros_like(states[0]) for k in resid_layers], -1)
+# %% ../nbs/03_engine.ipynb #3a75f17c
+def _walk(nodes:list, # `_propose`'s nodes
+          logits, # [1 + n, V] the target's logits at the root and at each node
+          s, gen)->tuple: # (path of node rows, bonus token, the target's choice at each visited node, target probs of the proposals)
+    "Follow the proposals the target accepts: greedy, rejection sampling for a chain, or a drawn path for a tree."
+    p = _probs(logits, s.temperature, s.top_p)            # [n, V]; row 0 is the root
+    children = {}
+    for i, n in enumerate(nodes): children.setdefault(n['parent'] + 1, []).append(i + 1)
+    tprobs = [round(float(p[nodes[i]['parent'] + 1, n['token']]), 6) for i, n in enumerate(nodes)]
+    path, choices, cur = [0], [], 0
+    while True:
+        kids = children.get(cur, [])
+        if not s.temperature:                               # greedy: the target's argmax must match
+            t = int(logits[cur].argmax()); choices.append(t)
+            nxt = next((c for c in kids if nodes[c-1]['token'] == t), None)
+            if nxt is None: return path, t, choices, tprobs
+        elif s.speculative_eagle_topk == 1:                 # chain: rejection sampling
+            if not kids:
+                t = _draw(p[cur], gen); choices.append(t); return path, t, choices, tprobs
+            c = kids[0]; x, q = nodes[c-1]['token'], nodes[c-1]['qdist']
+            if float(torch.rand((), generator=gen)) >= min(1.0, float(p[cur, x]) / max(float(q[x]), 1e-30)):
+                r = (p[cur].cpu() - q).clamp(min=0)
+                t = _draw(r / r.sum() if r.sum() > 0 else p[cur].cpu(), gen); choices.append(t)
+                return path, t, choices, tprobs
+            choices.append(x); nxt = c
+        else:                                               # tree: draw from the target, follow a matching child
+            t = _draw(p[cur], gen); choices.append(t)
+            nxt = next((c for c in kids if nodes[c-1]['token'] == t), None)
+            if nxt is None: return path, t, choices, tprobs
+        path.append(nxt); cur = nxt
 
 # %% ../nbs/03_engine.ipynb #24cd33cb
+def _configured_wiring_error(pair, n:int)->str:
+    "Why the draft config's ids give the draft fewer chunks than it takes: the config file, the ids, the layer count."
+    w, k = pair.wiring, pair.draft.config.num_aux
+    src = getattr(pair.draft.config.raw, 'source', None) or pair.draft_path
+    why = [p for p in w.problems if not p.startswith('the draft gets')]
+    return (f"{src}: the draft takes {k} aux chunks but {w.engine} would feed it {len(w.resid_layers)} from this {n}-layer target"
+            + (f": {'; '.join(why)}" if why else '') + f" ({w.reason.rstrip('.')})")
+
+# %% ../nbs/03_engine.ipynb #e5980772
 class Session:
     "Step-by-step EAGLE-3 speculative decoding on a loaded `Pair`."
     def __init__(self, pair, # a `Pair` from `load_pair`
                  wiring=None, # resid indices in chunk order; default: the pair's resolved wiring
                  capture=None, # an open `Capture`; each phase gets the records it produced
                  **settings): # `SpecSettings` fields
-        self.pair, self.capture = pair, capture
+        self.pair, self.capture, self.n_layers = pair, capture, pair.n_layers
         self.settings = SpecSettings(**settings).checked(pair.draft.config.draft_vocab_size)
         self.wiring = self._check_wiring(pair.wiring.resid_layers if wiring is None else wiring, configured=wiring is None)
-        self.n_layers = len(target_parts(pair.target)['layers'])
         self.gen = torch.Generator().manual_seed(self.settings.seed)  # seeded once: later prompts draw fresh samples
         self.max_positions = pair.target.config.max_position_embeddings
         self.reset()
@@ -196,8 +247,7 @@ class Session:
         return self
 
     def _check_wiring(self, w, configured=False):
-        n = len(target_parts(self.pair.target)['layers'])
-        w = tuple(w)
+        n, w = self.n_layers, tuple(w)
         if len(w) != self.pair.draft.config.num_aux:
             if configured: raise ValueError(_configured_wiring_error(self.pair, n))
             raise ValueError(f"wiring {list(w)}: the draft takes {self.pair.draft.config.num_aux} aux chunks")
@@ -210,239 +260,109 @@ class Session:
     def pending(self): return self.tokens[-1] if self.tokens else None
     def text(self): return self.pair.tokenizer.decode(self.tokens) if self.pair.tokenizer else None
 
-# %% ../nbs/03_engine.ipynb #df4ec370
-def _configured_wiring_error(pair, n:int)->str:
-    "Why the draft config's ids give the draft fewer chunks than it takes: the config file, the ids, the layer count."
-    w, k = pair.wiring, pair.draft.config.num_aux
-    src = getattr(pair.draft_config, 'source', None) or pair.draft_path
-    why = [p for p in w.problems if not p.startswith('the draft gets')]
-    return (f"{src}: the draft takes {k} aux chunks but {w.engine} would feed it {len(w.resid_layers)} from this {n}-layer target"
-            + (f": {'; '.join(why)}" if why else '') + f" ({w.reason.rstrip('.')})")
+    def _phase(self, name, positions=None, ids=None):
+        "A capture phase around one forward (or nothing when no capture is attached)."
+        return nullcontext() if self.capture is None else self.capture.phase(name, self.cycle, positions=positions, token_ids=ids)
+    def _captured_since(self, n0): return [] if self.capture is None else list(self.capture.records[n0:])
+    def _n_records(self): return 0 if self.capture is None else len(self.capture.records)
 
-def _check_prompts(pair, prompts, steps:int|None=0):
-    "Every prompt usable before any runs: text (with a tokenizer) or token ids, and (unless `steps` is None) short enough; errors name the prompt."
-    limit = getattr(pair.target.config, 'max_position_embeddings', None)
-    for i, p in enumerate(prompts, 1):
-        if isinstance(p, str):
-            if pair.tokenizer is None:
-                raise ValueError(f"{pair.target_path}: no tokenizer (none of tokenizer.json, tokenizer_config.json, tokenizer.model): "
-                                 f"text prompts need the target's tokenizer files, or pass token ids")
-            if steps is None: continue
-            n = len(pair.tokenizer(p, add_special_tokens=False)['input_ids'])
-        elif isinstance(p, (bytes, dict)) or not hasattr(p, '__len__'):
-            raise ValueError(f"prompt {i}: expected text or a list of token ids, got {type(p).__name__}")
-        else: n = len(p)
-        if n == 0: raise ValueError(f"prompt {i}: empty, nothing to extend")
-        if steps is not None and limit and n + steps + 2 > limit:
-            raise ValueError(f"prompt {i}: {n} tokens, with speculative_num_steps {steps} it does not fit the target's {limit} positions")
+    @torch.no_grad()
+    def _target(self, ids, positions, mask=None, phase='extend'):
+        "Target forward over `ids` at `positions` through the KV cache: (logits [n, V], aux features [1, n, k*H])."
+        kw = {_cache_kw(self.pair.target): self.target_cache}
+        dev = next(self.pair.target.parameters()).device
+        x, pos = torch.tensor([ids], device=dev), torch.tensor([positions], device=dev)
+        with self._phase(phase, positions, ids):
+            out, hs = resid_forward(self.pair.target, input_ids=x, position_ids=pos, attention_mask=mask, use_cache=True, **kw)
+        return out.logits[0], aux_features(hs, self.wiring)
 
-# %% ../nbs/03_engine.ipynb #90a48528
-@patch
-def _phase(self:Session, name, positions=None, ids=None):
-    "A capture phase around one forward (or nothing when no capture is attached)."
-    if self.capture is None: return nullcontext()
-    return self.capture.phase(name, self.cycle, positions=positions, token_ids=ids)
+    @torch.no_grad()
+    def _draft_fwd(self, x, ids, positions, mask=None, from_target=True, phase='draft_extend'):
+        "Draft forward through its cache: (pre-norm hidden [1, n, H], draft logits [n, Vd])."
+        dev = x.device
+        with self._phase(phase, positions, ids):
+            h, logits = self.pair.draft(x, torch.tensor([ids], device=dev), torch.tensor([positions], device=dev),
+                                        self.draft_cache, mask, from_target=from_target)
+        return h, logits[0]
 
-@patch
-def _captured_since(self:Session, n0): return [] if self.capture is None else list(self.capture.records[n0:])
+    def _pick(self, logits):
+        s = self.settings
+        return int(logits.argmax()) if not s.temperature else _draw(_probs(logits, s.temperature, s.top_p), self.gen)
 
-@patch
-def _n_records(self:Session): return 0 if self.capture is None else len(self.capture.records)
+    def extend(self, prompt, # text (tokenised without special tokens) or a list of token ids
+              )->ExtendResult:
+        "Prefill the target with `prompt`, then run the draft's extend over it."
+        if isinstance(prompt, str) and self.pair.tokenizer is None: check_prompts(self.pair, [prompt])   # says which files are missing
+        ids = self.pair.tokenizer(prompt, add_special_tokens=False)['input_ids'] if isinstance(prompt, str) else list(prompt)
+        if not ids: raise ValueError("empty prompt: nothing to extend")
+        vocab = self.pair.target.config.vocab_size
+        if any(not 0 <= t < vocab for t in ids): raise ValueError(f"prompt has token ids outside the vocabulary [0, {vocab})")
+        if len(ids) + self.settings.speculative_num_steps + 2 > self.max_positions:
+            raise ValueError(f"prompt of {len(ids)} tokens leaves no room: the target has {self.max_positions} positions")
+        self.reset(); self.cycle = 0
+        n0, t0 = self._n_records(), time.perf_counter()
+        logits, feats = self._target(ids, list(range(len(ids))), phase='extend')
+        nxt = self._pick(logits[-1])
+        t1 = time.perf_counter()
+        self.tokens = ids + [nxt]
+        h, dl = self._draft_fwd(feats, ids[1:] + [nxt], list(range(len(ids))), phase='draft_extend')
+        self._last = (h[:, -1:], dl[-1])
+        res = ExtendResult(0, ids, nxt, {'extend': t1 - t0, 'draft_extend': time.perf_counter() - t1}, self._captured_since(n0))
+        self.history.append(res)
+        return res
 
-@patch
-@torch.no_grad()
-def _target(self:Session, ids, positions, mask=None, phase='extend'):
-    "Target forward over `ids` at `positions` through the KV cache: (logits [n, V], aux features [1, n, k*H])."
-    kw = {_cache_kw(self.pair.target): self.target_cache}
-    dev = next(self.pair.target.parameters()).device
-    x, pos = torch.tensor([ids], device=dev), torch.tensor([positions], device=dev)
-    with self._phase(phase, positions, ids):
-        out, hs = resid_forward(self.pair.target, input_ids=x, position_ids=pos, attention_mask=mask, use_cache=True, **kw)
-    return out.logits[0], aux_features(hs, self.wiring)
+    def draft(self)->DraftResult:
+        "Propose tokens with the draft: a chain for top-k 1, an EAGLE-2 tree otherwise."
+        if self._last is None: raise RuntimeError("call extend(prompt) before draft()")
+        if self._draft is not None: raise RuntimeError("a draft is waiting for verify(); call verify() first")
+        d, n0, t0 = self.pair.draft, self._n_records(), time.perf_counter()
+        step = lambda x, ids, pos, mask, k: self._draft_fwd(x, ids, pos, mask, from_target=False, phase=f'draft[{k-1}]')
+        to_target = d.to_target_ids(torch.arange(self._last[1].shape[-1], device=self._last[1].device))
+        kept = self._draft = _propose(step, self._last, len(self.tokens) - 1, self.settings, self.gen, to_target, self.pair.target.config.vocab_size)
+        res = DraftResult(self.cycle, [n['token'] for n in kept], [n['parent'] for n in kept], [n['depth'] for n in kept],
+                          [round(n['q'], 6) for n in kept], [n['alts'] for n in kept], {'draft': time.perf_counter() - t0},
+                          self._captured_since(n0))
+        self.history.append(res)
+        return res
 
-@patch
-@torch.no_grad()
-def _draft_fwd(self:Session, x, ids, positions, mask=None, from_target=True, phase='draft_extend'):
-    "Draft forward through its cache: (pre-norm hidden [1, n, H], draft logits [n, Vd])."
-    dev = x.device
-    with self._phase(phase, positions, ids):
-        h, logits = self.pair.draft(x, torch.tensor([ids], device=dev), torch.tensor([positions], device=dev),
-                                    self.draft_cache, mask, from_target=from_target)
-    return h, logits[0]
+    def verify(self)->VerifyResult:
+        "Verify the waiting draft with the target, keep the accepted path, and refresh the draft over it."
+        if self._draft is None: raise RuntimeError("call draft() before verify()")
+        nodes, past, root = self._draft, len(self.tokens) - 1, self.tokens[-1]
+        n0, t0 = self._n_records(), time.perf_counter()
+        ids, pos = [root] + [n['token'] for n in nodes], [past] + [past + n['depth'] for n in nodes]
+        p = next(self.pair.target.parameters())
+        mask = tree_mask([-1] + [n['parent'] + 1 for n in nodes], past, p.device)
+        logits, feats = self._target(ids, pos, mask.to(p.dtype), phase='verify')
+        path, bonus, choices, tprobs = _walk(nodes, logits, self.settings, self.gen)
+        _keep_cache(self.target_cache, list(range(past)) + [past + i for i in path], past + len(ids))
+        t1 = time.perf_counter()
+        accepted = [ids[i] for i in path[1:]]
+        self.draft_cache.crop(past)
+        h, dl = self._draft_fwd(feats[:, path], accepted + [bonus], [past + i for i in range(len(path))], phase='draft_extend_after_verify')
+        self._last, self._draft = (h[:, -1:], dl[-1]), None
+        self.tokens += accepted + [bonus]
+        res = VerifyResult(self.cycle, root, ids[1:], tprobs, choices, len(accepted), accepted, bonus, [i - 1 for i in path[1:]],
+                           {'verify': t1 - t0, 'draft_extend_after_verify': time.perf_counter() - t1}, self._captured_since(n0))
+        self.history.append(res)
+        self.cycle += 1
+        return res
 
-# %% ../nbs/03_engine.ipynb #6a3ade59
-@patch
-def _pick(self:Session, logits):
-    s = self.settings
-    return int(logits.argmax()) if not s.temperature else _draw(_probs(logits, s.temperature, s.top_p), self.gen)
+    def step(self)->StepResult:
+        "One draft + verify cycle."
+        return StepResult(self.draft(), self.verify())
 
-@patch
-def extend(self:Session, prompt, # text (tokenised without special tokens) or a list of token ids
-          )->ExtendResult:
-    "Prefill the target with `prompt`, then run the draft's extend over it."
-    if isinstance(prompt, str) and self.pair.tokenizer is None: _check_prompts(self.pair, [prompt])   # says which files are missing
-    ids = self.pair.tokenizer(prompt, add_special_tokens=False)['input_ids'] if isinstance(prompt, str) else list(prompt)
-    if not ids: raise ValueError("empty prompt: nothing to extend")
-    vocab = self.pair.target.config.vocab_size
-    if any(not 0 <= t < vocab for t in ids): raise ValueError(f"prompt has token ids outside the vocabulary [0, {vocab})")
-    if len(ids) + self.settings.speculative_num_steps + 2 > self.max_positions:
-        raise ValueError(f"prompt of {len(ids)} tokens leaves no room: the target has {self.max_positions} positions")
-    self.reset(); self.cycle = 0
-    n0, t0 = self._n_records(), time.perf_counter()
-    logits, feats = self._target(ids, list(range(len(ids))), phase='extend')
-    nxt = self._pick(logits[-1])
-    t1 = time.perf_counter()
-    self.tokens = ids + [nxt]
-    h, dl = self._draft_fwd(feats, ids[1:] + [nxt], list(range(len(ids))), phase='draft_extend')
-    self._last = (h[:, -1:], dl[-1])
-    res = ExtendResult(0, ids, nxt, {'extend': t1 - t0, 'draft_extend': time.perf_counter() - t1}, self._captured_since(n0))
-    self.history.append(res)
-    return res
-
-# %% ../nbs/03_engine.ipynb #b1757159
-@patch
-def draft(self:Session)->DraftResult:
-    "Propose tokens with the draft: a chain for top-k 1, an EAGLE-2 tree otherwise."
-    if self._last is None: raise RuntimeError("call extend(prompt) before draft()")
-    if self._draft is not None: raise RuntimeError("a draft is waiting for verify(); call verify() first")
-    s, d = self.settings, self.pair.draft
-    k, past = s.speculative_eagle_topk, len(self.tokens) - 1
-    n0, t0 = self._n_records(), time.perf_counter()
-    nodes = []  # each: token, parent, depth, score, q, qdist, hidden (its forward's input), alts
-    sampled_chain = k == 1 and bool(s.temperature)   # only rejection sampling needs q over the whole target vocabulary
-    tid_t = d.to_target_ids(torch.arange(self._last[1].shape[-1], device=self._last[1].device)).cpu()
-    tid = tid_t.tolist()
-    def expand(logits, parent, hidden, depth, base):
-        q = _probs(logits, s.temperature, s.top_p)
-        picks = [_draw(q, self.gen)] if sampled_chain else q.topk(k).indices.tolist()
-        qdist = torch.zeros(self.pair.target.config.vocab_size).index_put_((tid_t,), q.cpu()) if sampled_chain else None
-        top = q.topk(min(3, len(q)))
-        alts = [(tid[i], round(p, 4)) for i, p in zip(top.indices.tolist(), top.values.tolist())]
-        qs = q[picks].tolist()
-        return [dict(token=tid[i], parent=parent, depth=depth, hidden=hidden, score=base + math.log(max(qi, 1e-30)),
-                     q=qi, qdist=qdist, alts=alts) for i, qi in zip(picks, qs)]
-    def add(cands):
-        start = len(nodes); nodes.extend(sorted(cands, key=lambda n: -n['score'])[:k])
-        return list(range(start, len(nodes)))
-    h0, logits0 = self._last
-    frontier, slot = add(expand(logits0, -1, h0, 1, 0.0)), {}  # slot: node -> its draft cache entry
-    for step in range(1, s.speculative_num_steps):
-        # each frontier node sees the committed prefix, the cache entries of its ancestors, and itself
-        m = torch.full((len(frontier), past + len(slot) + len(frontier)), float('-inf'))
-        m[:, :past] = 0
-        for r, i in enumerate(frontier):
-            m[r, past + len(slot) + r] = 0
-            j = nodes[i]['parent']
-            while j >= 0: m[r, past + slot[j]] = 0; j = nodes[j]['parent']
-        x = torch.cat([nodes[i]['hidden'] for i in frontier], 1)
-        h, logits = self._draft_fwd(x, [nodes[i]['token'] for i in frontier], [past - 1 + nodes[i]['depth'] for i in frontier],
-                                    m[None, None].to(x.device), from_target=False, phase=f'draft[{step-1}]')
-        for r, i in enumerate(frontier): slot[i] = len(slot)
-        frontier = add([c for r, i in enumerate(frontier)
-                        for c in expand(logits[r], i, h[:, r:r+1], nodes[i]['depth'] + 1, nodes[i]['score'])])
-    order = sorted(range(len(nodes)), key=lambda i: (-nodes[i]['score'], nodes[i]['depth']))[:s.speculative_num_draft_tokens - 1]
-    keep = sorted(order, key=lambda i: (nodes[i]['depth'], i))
-    remap = {old: new for new, old in enumerate(keep)}
-    kept = [dict(nodes[i], parent=remap.get(nodes[i]['parent'], -1)) for i in keep]
-    assert all(nodes[i]['parent'] < 0 or nodes[i]['parent'] in remap for i in keep)
-    self._draft = kept
-    res = DraftResult(self.cycle, [n['token'] for n in kept], [n['parent'] for n in kept], [n['depth'] for n in kept],
-                      [round(n['q'], 6) for n in kept], [n['alts'] for n in kept], {'draft': time.perf_counter() - t0},
-                      self._captured_since(n0))
-    self.history.append(res)
-    return res
-
-# %% ../nbs/03_engine.ipynb #b0a3c8b5
-@patch
-def _walk(self:Session, nodes, logits):
-    "Follow the proposals the target accepts; returns (path, bonus, target choices, target probs of proposals)."
-    s = self.settings
-    p = _probs(logits, s.temperature, s.top_p)            # [n, V]; row 0 is the root
-    children = {}
-    for i, n in enumerate(nodes): children.setdefault(n['parent'] + 1, []).append(i + 1)
-    tprobs = [round(float(p[nodes[i]['parent'] + 1, n['token']]), 6) for i, n in enumerate(nodes)]
-    path, choices, cur = [0], [], 0
-    while True:
-        kids = children.get(cur, [])
-        if not s.temperature:                               # greedy: the target's argmax must match
-            t = int(logits[cur].argmax()); choices.append(t)
-            nxt = next((c for c in kids if nodes[c-1]['token'] == t), None)
-            if nxt is None: return path, t, choices, tprobs
-        elif s.speculative_eagle_topk == 1:                 # chain: rejection sampling
-            if not kids:
-                t = _draw(p[cur], self.gen); choices.append(t); return path, t, choices, tprobs
-            c = kids[0]; x, q = nodes[c-1]['token'], nodes[c-1]['qdist']
-            if float(torch.rand((), generator=self.gen)) >= min(1.0, float(p[cur, x]) / max(float(q[x]), 1e-30)):
-                r = (p[cur].cpu() - q).clamp(min=0)
-                t = _draw(r / r.sum() if r.sum() > 0 else p[cur].cpu(), self.gen); choices.append(t)
-                return path, t, choices, tprobs
-            choices.append(x); nxt = c
-        else:                                               # tree: draw from the target, follow a matching child
-            t = _draw(p[cur], self.gen); choices.append(t)
-            nxt = next((c for c in kids if nodes[c-1]['token'] == t), None)
-            if nxt is None: return path, t, choices, tprobs
-        path.append(nxt); cur = nxt
-
-# %% ../nbs/03_engine.ipynb #d9a84c1b
-@patch
-def verify(self:Session)->VerifyResult:
-    "Verify the waiting draft with the target, keep the accepted path, and refresh the draft over it."
-    if self._draft is None: raise RuntimeError("call draft() before verify()")
-    nodes, past, root = self._draft, len(self.tokens) - 1, self.tokens[-1]
-    n0, t0 = self._n_records(), time.perf_counter()
-    ids = [root] + [n['token'] for n in nodes]
-    pos = [past] + [past + n['depth'] for n in nodes]
-    mask = tree_mask([-1] + [n['parent'] + 1 for n in nodes], past, next(self.pair.target.parameters()).device)
-    logits, feats = self._target(ids, pos, mask.to(next(self.pair.target.parameters()).dtype), phase='verify')
-    path, bonus, choices, tprobs = self._walk(nodes, logits)
-    _keep_cache(self.target_cache, list(range(past)) + [past + i for i in path], past + len(ids))
-    t1 = time.perf_counter()
-    accepted = [ids[i] for i in path[1:]]
-    self.draft_cache.crop(past)
-    h, dl = self._draft_fwd(feats[:, path], accepted + [bonus], [past + i for i in range(len(path))],
-                            phase='draft_extend_after_verify')
-    self._last, self._draft = (h[:, -1:], dl[-1]), None
-    self.tokens += accepted + [bonus]
-    res = VerifyResult(self.cycle, root, ids[1:], tprobs, choices, len(accepted), accepted, bonus, [i - 1 for i in path[1:]],
-                       {'verify': t1 - t0, 'draft_extend_after_verify': time.perf_counter() - t1}, self._captured_since(n0))
-    self.history.append(res)
-    self.cycle += 1
-    return res
-
-# %% ../nbs/03_engine.ipynb #c9c69475
-@patch
-def step(self:Session)->StepResult:
-    "One draft + verify cycle."
-    return StepResult(self.draft(), self.verify())
-
-@patch
-def run(self:Session, max_new_tokens:int=32, # stop after at least this many new tokens
-        prompt=None, # extend with this prompt first
-       )->list: # the StepResults of this run
-    "Run cycles until `max_new_tokens` tokens were emitted or EOS."
-    if prompt is not None: self.extend(prompt)
-    if self._last is None: raise RuntimeError("call extend(prompt) first, or pass prompt=")
-    eos, start, out = getattr(self.pair.tokenizer, 'eos_token_id', None), len(self.tokens), []
-    while len(self.tokens) - start < max_new_tokens and (eos is None or eos not in self.tokens[start-1:]):
-        if len(self.tokens) + self.settings.speculative_num_steps + 2 > self.max_positions: break
-        out.append(self.step())
-    return out
-
-# %% ../nbs/03_engine.ipynb #283c513e
-def bootstrap_ci(groups:list, # one list of values per prompt
-                 n:int=1000, seed:int=0, level:float=0.95)->tuple:
-    "Percentile bootstrap interval of the pooled mean, resampling whole groups."
-    groups = [g for g in groups if len(g)]
-    if not groups: return (float('nan'), float('nan'))
-    sums = torch.tensor([float(sum(g)) for g in groups], dtype=torch.float64)
-    lens = torch.tensor([len(g) for g in groups], dtype=torch.float64)
-    gen, k, means = torch.Generator().manual_seed(seed), len(groups), []
-    rows = max(1, (1 << 22) // k)   # resamples drawn at once: one row of k group indices each, ~4M indices per block
-    for start in range(0, n, rows):
-        pick = torch.randint(k, (min(rows, n - start), k), generator=gen)
-        means.append(sums[pick].sum(1) / lens[pick].sum(1))
-    means = torch.cat(means).sort().values.tolist()
-    return (means[int((1-level)/2 * n)], means[min(n-1, int((1+level)/2 * n))])
+    def run(self, max_new_tokens:int=32, # stop after at least this many new tokens
+            prompt=None, # extend with this prompt first
+           )->list: # the StepResults of this run
+        "Run cycles until `max_new_tokens` tokens were emitted or EOS."
+        if prompt is not None: self.extend(prompt)
+        if self._last is None: raise RuntimeError("call extend(prompt) first, or pass prompt=")
+        eos, start, out = getattr(self.pair.tokenizer, 'eos_token_id', None), len(self.tokens), []
+        while len(self.tokens) - start < max_new_tokens and (eos is None or eos not in self.tokens[start-1:]):
+            if len(self.tokens) + self.settings.speculative_num_steps + 2 > self.max_positions: break
+            out.append(self.step())
+        return out
 
 # %% ../nbs/03_engine.ipynb #67074a0d
 def summarize(runs:list, # one list of StepResults per prompt
@@ -499,7 +419,7 @@ def run_prompts(pair, prompts:list, # texts or token-id lists
     "Speculative decoding over `prompts` with metrics; for greedy runs also checks the output against the target alone."
     from tqdm.auto import tqdm
     s = Session(pair, wiring=wiring, **settings)
-    _check_prompts(pair, prompts, s.settings.speculative_num_steps)   # a bad prompt is reported before any runs
+    check_prompts(pair, prompts, s.settings.speculative_num_steps)   # a bad prompt is reported before any runs
     runs, outputs, lossless = [], [], None
     for p in tqdm(prompts, desc=f"resid{list(s.wiring)}", disable=not progress, leave=False):
         s.extend(p)
@@ -509,56 +429,3 @@ def run_prompts(pair, prompts:list, # texts or token-id lists
             ref = greedy_reference(pair.target, s.history[0].prompt_ids, len(outputs[-1]))
             lossless = (lossless is not False) and ref == outputs[-1]
     return RunReport(summarize(runs, s.settings.speculative_num_steps), list(s.wiring), asdict(s.settings), lossless, outputs, runs)
-
-# %% ../nbs/03_engine.ipynb #634773a7
-def ttt_forward(draft:Eagle3Draft, features, input_ids, steps:int)->list:
-    "Draft logits for `steps` unrolled teacher-forced steps; entry k at index t predicts the token at t+2+k."
-    B, T = input_ids.shape
-    dev = features.device
-    causal = torch.full((T, T), float('-inf'), device=dev).triu(1)
-    diag = torch.full((T, T), float('-inf'), device=dev).fill_diagonal_(0)
-    cache, h, outs = DraftCache(), draft.project(features), []
-    for k in range(steps):
-        ids = F.pad(input_ids[:, 1+k:], (0, 1+k))
-        pos = (torch.arange(T, device=dev) + k).expand(B, T)
-        h = draft.layer(h, ids, pos, cache, torch.cat([causal] + [diag]*k, -1))
-        outs.append(draft.compute_logits(h))
-    return outs
-
-# %% ../nbs/03_engine.ipynb #fa82db42
-@torch.no_grad()
-def agreement_per_window(target, draft:Eagle3Draft, windows, # [B, T] held-out token windows
-                         wirings:dict, # name -> resid layers (None entries feed zeros)
-                         steps:int=4)->dict:
-    "Per wiring, a [B, steps] tensor: per window, the fraction of positions where the draft's top token is the target's greedy token."
-    out, hs = resid_forward(target, input_ids=windows)
-    greedy = out.logits.argmax(-1)
-    T, res = windows.shape[1], {}
-    for name, layers in wirings.items():
-        feats = aux_features(hs, layers)
-        res[name] = torch.stack([(draft.to_target_ids(logits[:, :T-1-k].argmax(-1)) == greedy[:, 1+k:]).float().mean(1)
-                                 for k, logits in enumerate(ttt_forward(draft, feats, windows, steps))], 1)
-    return res
-
-# %% ../nbs/03_engine.ipynb #c9c97b5c
-def read_prompts(path=None, # a .jsonl file ({"prompt": ...} per line), a .txt file (one prompt per line), or None for the zoo's
-                 n:int|None=None, # keep the first `n`
-                )->list:
-    "Prompts from a file, or the zoo's held-out prompts."
-    p = Path(path) if path is not None else zoo_root()/'prompts.jsonl'
-    if not p.is_file(): raise FileNotFoundError(f"--prompts {p}: no such prompt file")
-    try: lines = [l for l in p.read_text(encoding='utf-8').splitlines() if l.strip()]
-    except UnicodeDecodeError: raise ValueError(f"--prompts {p}: not UTF-8 text") from None
-    if p.suffix == '.jsonl':
-        out = []
-        for i, l in enumerate(lines):
-            try: out.append(json.loads(l)['prompt'])
-            except (json.JSONDecodeError, KeyError, TypeError): raise ValueError(f"{p}:{i+1}: expected a JSON object with a 'prompt' key") from None
-            if not isinstance(out[-1], str) or not out[-1].strip(): raise ValueError(f"{p}:{i+1}: 'prompt' must be a non-empty string")
-    else: out = lines
-    if not out: raise ValueError(f"--prompts {p}: no prompts in the file")
-    return out[:n]
-
-def zoo_prompts(n:int|None=None)->list:
-    "The zoo's held-out prompts: `read_prompts(None, n)`."
-    return read_prompts(None, n)

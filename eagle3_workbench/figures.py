@@ -11,51 +11,22 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from .points import resid_k, point_key, phase_key, phase_pair, draft_stages, any_matcher
 from .records import Record, load_tensor, tensor_stats
+from .plotstyle import COLORS, check_backend, mpl_figure, finite, finite_list, fmt_stat
 
 # %% auto #0
-__all__ = ['COLORS', 'setup_offline_plotly', 'pipeline_figure', 'expected_presence', 'presence_table', 'presence_figure',
-           'distribution_figure', 'layer_profile_figure', 'to_html', 'SWEEP_METRICS', 'acceptance_figure',
-           'token_strip', 'token_strip_html', 'similarity_figure', 'sweep_figure']
+__all__ = ['setup_offline_plotly', 'pipeline_figure', 'expected_presence', 'presence_table', 'presence_figure',
+           'distribution_figure', 'layer_profile_figure', 'to_html']
 
 # %% ../nbs/05_figures.ipynb #b5b2c258
-COLORS = dict(prompt='#9e9e9e', accepted='#2ca02c', rejected='#d62728', bonus='#1f77b4',
-              missing='#d62728', unexpected='#ff7f0e', fired='#6baed6',
-              wired='#ff7f0e', trained='#2ca02c', recommended='#9467bd',
-              configured='#ff7f0e', best='#2ca02c', other='#aab7c4', training='#444444')
 _PALETTE = ('#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#bcbd22', '#7f7f7f', '#393b79', '#637939',
             '#8c6d31', '#5254a3', '#e7969c', '#3182bd', '#756bb1')
 _STAGE_COLORS = ('#1b9e77', '#d95f02', '#7570b3', '#e7298a', '#66a61e', '#e6ab02', '#a6761d', '#666666', '#000000')
-_BACKENDS = ('plotly', 'matplotlib')
-
-def _backend(b):
-    if b not in _BACKENDS: raise ValueError(f"backend={b!r}: expected 'plotly' (interactive) or 'matplotlib' (static)")
-    return b
 
 def _color(stage:str)->str:
     "The colour of a stage, the same in every figure: resid[k] by k, draft stages by their place in the pipeline."
     if (k := resid_k(stage)) is not None: return _PALETTE[k % len(_PALETTE)]
     if stage in (stages := draft_stages()): return _STAGE_COLORS[stages.index(stage) % len(_STAGE_COLORS)]
     return '#333333'
-
-def _num(x):
-    "A plain float, or None where plotly should leave a gap (None, NaN, Inf)."
-    if x is None: return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-def _nums(xs): return [_num(x) for x in xs]
-
-def _fmt(x)->str:
-    if x is None: return '–'
-    if isinstance(x, int): return str(x)
-    return f"{x:.4g}"
-
-def _mpl_figure(figsize):
-    "A pyplot figure, closed before it is returned: it shows once, when returned, and never leaks."
-    import matplotlib.pyplot as plt
-    fig = plt.figure(figsize=figsize)
-    plt.close(fig)
-    return fig
 
 # %% ../nbs/05_figures.ipynb #19a1a1a0
 def _records(x)->list:
@@ -147,11 +118,11 @@ def _pipeline_table(d):
     cols = ['stage', 'shape', 'norm_mean', 'std', 'absmax', 'nan', 'inf'] + (['training', 'inference/training'] if train else []) + ['note']
     rows = []
     for s in d['stages']:
-        row = [s['stage'], 'x'.join(map(str, s['shape'])) or '–', _fmt(s['norm_mean']), _fmt(s['std']), _fmt(s['absmax']),
-               _fmt(s['nan']), _fmt(s['inf'])]
+        row = [s['stage'], 'x'.join(map(str, s['shape'])) or '–', fmt_stat(s['norm_mean']), fmt_stat(s['std']), fmt_stat(s['absmax']),
+               fmt_stat(s['nan']), fmt_stat(s['inf'])]
         if train:
             t = s['training']
-            row += [_fmt(t), _fmt(s['norm_mean'] / t) if t and s['norm_mean'] is not None else '–']
+            row += [fmt_stat(t), fmt_stat(s['norm_mean'] / t) if t and s['norm_mean'] is not None else '–']
         rows.append(row + [s['note']])
     bad = [bool(s['nan'] or s['inf'] or s['note'] == 'not captured' or 'NOT' in s['note']) for s in d['stages']]
     return cols, rows, bad
@@ -170,7 +141,7 @@ def _pipeline_plotly(d):
     allx = [x for s in d['stages'] for x in s['positions']] or [0]
     for s in d['stages']:
         if s['norms']:
-            fig.add_trace(go.Scatter(x=s['positions'], y=_nums(s['norms']), name=s['stage'], legendgroup=s['stage'],
+            fig.add_trace(go.Scatter(x=s['positions'], y=finite_list(s['norms']), name=s['stage'], legendgroup=s['stage'],
                                      mode='lines+markers', line=dict(color=s['color'], dash='dot' if s['kind'] == 'chunk' else 'solid'),
                                      hovertemplate=f"{s['stage']}<br>position %{{x}}<br>norm %{{y:.4g}}<extra></extra>"), 1, 1)
         if s['training'] is not None:
@@ -189,13 +160,13 @@ def _pipeline_plotly(d):
 # %% ../nbs/05_figures.ipynb #d21b7fef
 def _pipeline_mpl(d):
     cols, rows, bad = _pipeline_table(d)
-    fig = _mpl_figure((11, 4.5 + 0.22 * len(rows)))
+    fig = mpl_figure((11, 4.5 + 0.22 * len(rows)))
     gs = fig.add_gridspec(2, 1, height_ratios=[3, 0.3 + 0.2 * len(rows)])
     ax, tax = fig.add_subplot(gs[0]), fig.add_subplot(gs[1])
     allx = [x for s in d['stages'] for x in s['positions']] or [0]
     for s in d['stages']:
         if s['norms']:
-            ax.plot(s['positions'], [math.nan if v is None else v for v in _nums(s['norms'])], marker='.', label=s['stage'],
+            ax.plot(s['positions'], [math.nan if v is None else v for v in finite_list(s['norms'])], marker='.', label=s['stage'],
                     color=s['color'], linestyle=':' if s['kind'] == 'chunk' else '-')
         if s['training'] is not None:
             xs = s['positions'] or allx
@@ -219,7 +190,7 @@ def pipeline_figure(records, # a Capture, Session, phase result(s) or list of re
                    ): # a plotly or matplotlib Figure
     "Per-token norms of every stage from target.resid[k] through fc to the draft's logits, with a summary table."
     d = _pipeline_data(records, phase, cycle, wiring, training)
-    return _pipeline_plotly(d) if _backend(backend) == 'plotly' else _pipeline_mpl(d)
+    return _pipeline_plotly(d) if check_backend(backend) == 'plotly' else _pipeline_mpl(d)
 
 # %% ../nbs/05_figures.ipynb #f5674df6
 def expected_presence(points, # canonical hook point names, e.g. `capture.points`
@@ -295,7 +266,7 @@ def _presence_mpl(t):
     import numpy as np
     from matplotlib.patches import Rectangle
     P, H = t['points'], t['phases']
-    fig = _mpl_figure((1.8 + 1.0 * len(H), 1.2 + 0.3 * len(P)))
+    fig = mpl_figure((1.8 + 1.0 * len(H), 1.2 + 0.3 * len(P)))
     ax = fig.add_subplot()
     ax.imshow(np.array(t['counts'], dtype=float).reshape(len(P), len(H)), cmap='Blues', aspect='auto', vmin=0)
     for i, (r, s) in enumerate(zip(t['counts'], t['status'])):
@@ -316,7 +287,7 @@ def presence_figure(records, # a Capture, Session, phase result(s) or list of re
                    ): # a plotly or matplotlib Figure
     "Heat map of how many times each hook point fired per phase; expected-but-absent cells in red saying MISSING."
     t = presence_table(records, expected)
-    return _presence_plotly(t) if _backend(backend) == 'plotly' else _presence_mpl(t)
+    return _presence_plotly(t) if check_backend(backend) == 'plotly' else _presence_mpl(t)
 
 # %% ../nbs/05_figures.ipynb #8c93c19f
 def _pooled(stats:list)->dict:
@@ -373,8 +344,8 @@ def _dist_plotly(d, phase):
             fig.add_trace(go.Violin(y=e['values'], x0=e['label'], name=e['label'], line_color=col, box_visible=True,
                                     meanline_visible=True, points=False, scalemode='width'))
         else:
-            lo, hi = _num(e['min']), _num(e['max'])
-            m, sd = _num(e['mean']), _num(e['std'])
+            lo, hi = finite(e['min']), finite(e['max'])
+            m, sd = finite(e['mean']), finite(e['std'])
             q1 = None if m is None else max(lo, m - (sd or 0)) if lo is not None else m - (sd or 0)
             q3 = None if m is None else min(hi, m + (sd or 0)) if hi is not None else m + (sd or 0)
             fig.add_trace(go.Box(x=[e['label']], name=e['label'], q1=[q1], median=[m], q3=[q3], lowerfence=[lo],
@@ -383,7 +354,7 @@ def _dist_plotly(d, phase):
     return fig
 
 def _dist_mpl(d, phase):
-    fig = _mpl_figure((max(6, 0.9 * len(d) + 2), 4.5))
+    fig = mpl_figure((max(6, 0.9 * len(d) + 2), 4.5))
     ax = fig.add_subplot()
     for i, e in enumerate(d):
         if e['kind'] == 'values' and e['values']:
@@ -408,7 +379,7 @@ def distribution_figure(records, # a Capture, Session, phase result(s) or list o
                        ): # a plotly or matplotlib Figure
     "Values of each stage and each fc.in chunk: violins from tensors, or mean ± std / min / max boxes from statistics."
     d = _distribution_data(records, points, phase, max_values)
-    return _dist_plotly(d, phase) if _backend(backend) == 'plotly' else _dist_mpl(d, phase)
+    return _dist_plotly(d, phase) if check_backend(backend) == 'plotly' else _dist_mpl(d, phase)
 
 # %% ../nbs/05_figures.ipynb #6c5a17a8
 def _layer_profile_data(records, phase='extend', n_layers=None, wired=None, trained=None, recommended=None)->dict:
@@ -434,13 +405,13 @@ def _layer_title(d):
 def _layer_plotly(d):
     ks = d['ks']
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=ks + ks[::-1], y=_nums(d['norm_max'] + d['norm_min'][::-1]), fill='toself', mode='none',
+    fig.add_trace(go.Scatter(x=ks + ks[::-1], y=finite_list(d['norm_max'] + d['norm_min'][::-1]), fill='toself', mode='none',
                              fillcolor='rgba(120,120,120,0.18)', name='per-token norm min–max', hoverinfo='skip'))
-    fig.add_trace(go.Scatter(x=ks, y=_nums(d['norm_mean']), mode='lines+markers', name='norm_mean', line=dict(color='#555555'),
+    fig.add_trace(go.Scatter(x=ks, y=finite_list(d['norm_mean']), mode='lines+markers', name='norm_mean', line=dict(color='#555555'),
                              hovertemplate='resid[%{x}]: mean norm %{y:.4g}<extra></extra>'))
     for name, m in d['marks'].items():
         sym, _, size = _MARKS[name]
-        fig.add_trace(go.Scatter(x=m['ks'], y=[0.0 if v is None else v for v in _nums(m['norm_mean'])], mode='markers', name=name,
+        fig.add_trace(go.Scatter(x=m['ks'], y=[0.0 if v is None else v for v in finite_list(m['norm_mean'])], mode='markers', name=name,
                                  marker=dict(symbol=sym, size=size, color=COLORS[name], line=dict(width=2, color=COLORS[name])),
                                  hovertext=[f"{name}: resid[{k}]" + (' (not captured)' if v is None else f", mean norm {v:.4g}")
                                             for k, v in zip(m['ks'], m['norm_mean'])], hoverinfo='text'))
@@ -452,7 +423,7 @@ def _layer_plotly(d):
 
 # %% ../nbs/05_figures.ipynb #f644bba2
 def _layer_mpl(d):
-    fig = _mpl_figure((9, 4))
+    fig = mpl_figure((9, 4))
     ax = fig.add_subplot()
     ks = d['ks']
     ax.fill_between(ks, d['norm_min'], d['norm_max'], color='grey', alpha=0.18, label='per-token norm min–max')
@@ -479,7 +450,7 @@ def layer_profile_figure(records, # a Capture, Session, phase result(s) or list 
                         ): # a plotly or matplotlib Figure
     "Mean token norm of resid[k] for every captured k, with wired, trained and recommended layers marked."
     d = _layer_profile_data(records, phase, n_layers, wired, trained, recommended)
-    return _layer_plotly(d) if _backend(backend) == 'plotly' else _layer_mpl(d)
+    return _layer_plotly(d) if check_backend(backend) == 'plotly' else _layer_mpl(d)
 
 # %% ../nbs/05_figures.ipynb #407ff426
 def to_html(fig, # a plotly or matplotlib Figure
@@ -496,15 +467,3 @@ def to_html(fig, # a plotly or matplotlib Figure
         title = fig._suptitle.get_text() if getattr(fig, '_suptitle', None) else next((a.get_title() for a in fig.axes if a.get_title()), 'figure')
         return f'<img alt="{html.escape(title, quote=True)}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}"/>'
     raise TypeError(f"to_html: expected a plotly or matplotlib Figure, got {type(fig).__name__}")
-
-# %% ../nbs/05_figures.ipynb #0dada8d1
-_all_ = ['SWEEP_METRICS', 'acceptance_figure', 'token_strip', 'token_strip_html', 'similarity_figure', 'sweep_figure']
-
-def __getattr__(name):
-    "The result figures, from the module that defines them, on first use."
-    if name in _all_:
-        from eagle3_workbench import result_figures
-        return getattr(result_figures, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-def __dir__(): return sorted(set(globals()) | set(_all_))

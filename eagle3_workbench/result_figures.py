@@ -9,7 +9,7 @@ from collections import Counter
 import torch
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
-from .figures import COLORS, _backend, _mpl_figure, _nums, _fmt
+from .plotstyle import COLORS, check_backend, mpl_figure, finite_list, fmt_stat
 
 # %% auto #0
 __all__ = ['SWEEP_METRICS', 'acceptance_figure', 'token_strip', 'token_strip_html', 'similarity_figure', 'sweep_figure']
@@ -59,7 +59,7 @@ def _acc_plotly(d):
     fig.add_trace(go.Bar(x=js, y=d['per_position'], name='per-position acceptance', marker_color=COLORS['accepted'],
                          text=[f"{p:.2f}" for p in d['per_position']], textposition='auto',
                          hovertemplate='position %{x}: accepted in %{y:.1%} of cycles<extra></extra>'), 1, 2)
-    fig.add_trace(go.Heatmap(z=[_nums(r) for r in d['grid']], x=d['labels'], y=js, name='accepted',
+    fig.add_trace(go.Heatmap(z=[finite_list(r) for r in d['grid']], x=d['labels'], y=js, name='accepted',
                              colorscale=[[0, COLORS['rejected']], [1, COLORS['accepted']]], zmin=0, zmax=1, showscale=False,
                              xgap=1, ygap=1, hovertemplate='cycle %{x}, position %{y}: %{z}<extra></extra>'), 2, 1)
     fig.update_yaxes(title_text='accept length', rangemode='tozero', row=1, col=1)
@@ -76,7 +76,7 @@ def _acc_mpl(d):
     import numpy as np
     from matplotlib.colors import ListedColormap
     from matplotlib.ticker import MaxNLocator
-    fig = _mpl_figure((11, 6.5))
+    fig = mpl_figure((11, 6.5))
     gs = fig.add_gridspec(2, 2)
     a1, a2, a3 = fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, :])
     for i in range(d['prompts']):
@@ -106,7 +106,7 @@ def acceptance_figure(steps_or_runs, # StepResults, a list of them per prompt, a
                      ): # a plotly or matplotlib Figure
     "Accept length per cycle, per-position acceptance, and an accepted / rejected map of every proposal."
     d = _acceptance_data(steps_or_runs, num_steps)
-    return _acc_plotly(d) if _backend(backend) == 'plotly' else _acc_mpl(d)
+    return _acc_plotly(d) if check_backend(backend) == 'plotly' else _acc_mpl(d)
 
 # %% ../nbs/05a_result_figures.ipynb #7ecd785f
 def _history(x)->list:
@@ -192,7 +192,7 @@ def _strip_plotly(items, wrap):
 def _strip_mpl(items, wrap):
     from matplotlib.patches import Rectangle, Patch
     rows = (len(items) - 1) // wrap + 1
-    fig = _mpl_figure((min(wrap, len(items)) * 0.7 + 0.5, 0.55 * rows + 1.0))
+    fig = mpl_figure((min(wrap, len(items)) * 0.7 + 0.5, 0.55 * rows + 1.0))
     ax = fig.add_subplot()
     for i, it in enumerate(items):
         x, y = i % wrap, -(i // wrap)
@@ -214,7 +214,7 @@ def token_strip(session_or_history, # a Session, its history list, or StepResult
     "The session's tokens as a coloured strip: prompt grey, accepted green, first rejected red, bonus blue."
     items = _strip_data(session_or_history, tokenizer)
     if not items: raise ValueError("nothing to show: the history is empty (call extend first)")
-    return _strip_plotly(items, wrap) if _backend(backend) == 'plotly' else _strip_mpl(items, wrap)
+    return _strip_plotly(items, wrap) if check_backend(backend) == 'plotly' else _strip_mpl(items, wrap)
 
 # %% ../nbs/05a_result_figures.ipynb #edbfd441
 def token_strip_html(session_or_history, # a Session, its history list, or StepResults
@@ -240,7 +240,7 @@ def _similarity_data(matrix, chunk_labels, layer_labels)->dict:
     for i, row in enumerate(m.tolist()):
         ok = [(v, j) for j, v in enumerate(row) if math.isfinite(v)]
         if ok: best.append((i, max(ok)[1]))
-    return dict(z=[_nums(r) for r in m.tolist()], rows=[str(c) for c in chunk_labels], cols=[str(c) for c in layer_labels], best=best)
+    return dict(z=[finite_list(r) for r in m.tolist()], rows=[str(c) for c in chunk_labels], cols=[str(c) for c in layer_labels], best=best)
 
 def _sim_title(d):
     picks = ', '.join(f"{d['rows'][i]} → {d['cols'][j]}" for i, j in d['best'])
@@ -253,9 +253,9 @@ def similarity_figure(matrix, # [chunks, layers] cosine similarities (list of li
                      ): # a plotly or matplotlib Figure
     "Chunk x layer cosine-similarity heat map with the best layer of every chunk starred."
     d = _similarity_data(matrix, chunk_labels, layer_labels)
-    if _backend(backend) == 'plotly':
+    if check_backend(backend) == 'plotly':
         fig = go.Figure(go.Heatmap(z=d['z'], x=d['cols'], y=d['rows'], colorscale='Viridis', zmin=-1, zmax=1, name='cosine',
-                                   text=[[_fmt(v) for v in r] for r in d['z']], texttemplate='%{text}', xgap=1, ygap=1,
+                                   text=[[fmt_stat(v) for v in r] for r in d['z']], texttemplate='%{text}', xgap=1, ygap=1,
                                    colorbar=dict(title='cosine'), hovertemplate='%{y} vs %{x}: %{z:.4f}<extra></extra>'))
         fig.add_trace(go.Scatter(x=[d['cols'][j] for _, j in d['best']], y=[d['rows'][i] for i, _ in d['best']], mode='markers',
                                  name='best', marker=dict(symbol='star', size=20, color='white', line=dict(color='black', width=1.5)),
@@ -263,11 +263,11 @@ def similarity_figure(matrix, # [chunks, layers] cosine similarities (list of li
         fig.update_yaxes(autorange='reversed', type='category'); fig.update_xaxes(type='category')
         fig.update_layout(title=_sim_title(d).replace(' (best', '<br>(best'), height=200 + 40 * len(d['rows']))
         return fig
-    fig = _mpl_figure((max(5, 0.7 * len(d['cols']) + 2), 1.2 + 0.5 * len(d['rows'])))
+    fig = mpl_figure((max(5, 0.7 * len(d['cols']) + 2), 1.2 + 0.5 * len(d['rows'])))
     ax = fig.add_subplot()
     im = ax.imshow([[math.nan if v is None else v for v in r] for r in d['z']], cmap='viridis', vmin=-1, vmax=1, aspect='auto')
     for i, r in enumerate(d['z']):
-        for j, v in enumerate(r): ax.text(j, i, _fmt(v), ha='center', va='center', fontsize=7, color='white' if (v or 0) < 0.5 else 'black')
+        for j, v in enumerate(r): ax.text(j, i, fmt_stat(v), ha='center', va='center', fontsize=7, color='white' if (v or 0) < 0.5 else 'black')
     ax.plot([j for _, j in d['best']], [i for i, _ in d['best']], linestyle='none', marker='*', markersize=16,
             markerfacecolor='white', markeredgecolor='black', label='best')
     ax.set_xticks(range(len(d['cols'])), d['cols'], rotation=45, ha='right', fontsize=8)
@@ -307,7 +307,7 @@ def sweep_figure(rows, # dicts: label, the metric's value, ci [lo, hi] (optional
     labels = [str(r['label']) for r in rows]
     tags = [' / '.join(t for t in ('best' if r.get('best') else '', 'configured' if r.get('configured') else '') if t) for r in rows]
     edge = [COLORS['configured'] if r.get('configured') and r.get('best') else _sweep_color(r) for r in rows]
-    if _backend(backend) == 'plotly':
+    if check_backend(backend) == 'plotly':
         fig = go.Figure(go.Bar(x=x, y=labels, orientation='h', name=metric,
                                marker=dict(color=[_sweep_color(r) for r in rows], line=dict(color=edge, width=3)),
                                error_x=dict(type='data', array=hi, arrayminus=lo, visible=True), text=tags, textposition='inside',
@@ -315,7 +315,7 @@ def sweep_figure(rows, # dicts: label, the metric's value, ci [lo, hi] (optional
         fig.update_yaxes(autorange='reversed', type='category')
         fig.update_layout(title=title, xaxis_title=axis, height=140 + 32 * len(rows))
         return fig
-    fig = _mpl_figure((8, 1.2 + 0.4 * len(rows)))
+    fig = mpl_figure((8, 1.2 + 0.4 * len(rows)))
     ax = fig.add_subplot()
     ax.barh(range(len(rows)), x, xerr=[lo, hi], color=[_sweep_color(r) for r in rows], edgecolor=edge, linewidth=2, capsize=3)
     for i, t in enumerate(tags):

@@ -12,7 +12,7 @@ from .capture import Capture
 from .points import PHASE_PAIRS, phase_pair
 from .engine import Session
 from .conventions import parse_wiring, format_wiring
-from . import figures as fg
+from . import figures as fg, result_figures as rf
 
 # %% auto #0
 __all__ = ['Stepper', 'stepper']
@@ -25,7 +25,7 @@ class Stepper:
                  points=('target.resid[*]', 'target.logits', 'draft.*'), # what the capture records
                  **settings):
         from eagle3_workbench.loading import load_pair
-        from eagle3_workbench.engine import read_prompts
+        from eagle3_workbench.prompts import read_prompts
         self.pair = pair or load_pair()
         self.capture = Capture(self.pair.target, self.pair.draft, points=list(points), mode='stats')
         self.session = Session(self.pair, capture=self.capture, **settings)
@@ -100,7 +100,7 @@ def act(self:Stepper, name:str):
 def redraw(self:Stepper):
     "Refresh the token strip, the stage list and the pipeline figure from the session and the records."
     recs = self.capture.records
-    self.strip.value = fg.token_strip_html(self.session, tokenizer=self.pair.tokenizer) if self.session.history else '<i>no tokens yet: press Extend</i>'
+    self.strip.value = rf.token_strip_html(self.session, tokenizer=self.pair.tokenizer) if self.session.history else '<i>no tokens yet: press Extend</i>'
     points = sorted({r.point for r in recs})
     if list(self.layer.options) != points:
         keep = self.layer.value

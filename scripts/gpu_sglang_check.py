@@ -82,7 +82,7 @@ def wide_pair(out:Path, n_layers=4, resid=(1, 2, 3), hidden=7168):
     from transformers import LlamaConfig, AutoModelForCausalLM, AutoTokenizer
     from eagle3_workbench.draft import Eagle3Draft, DraftConfig
     from eagle3_workbench.loading import save_draft, resolve_path
-    from eagle3_workbench.conventions import draft_config_edit
+    from eagle3_workbench.wiring import draft_config_edit
     tdir, ddir = out/'wide-target', out/'wide-draft-7168'
     if (tdir/'config.json').exists() and (ddir/'config.json').exists(): return tdir, ddir
     tok = None
@@ -120,7 +120,8 @@ def wide_pair(out:Path, n_layers=4, resid=(1, 2, 3), hidden=7168):
 
 def live_child(target:str, folder:str):
     import torch
-    from eagle3_workbench.sglang import live_runner, compare_captures, presence_by_phase
+    from eagle3_workbench.sglang.launch import live_runner
+    from eagle3_workbench.sglang.compare import compare_captures, presence_by_phase
     from eagle3_workbench.loading import load_target
     from eagle3_workbench.capture import Capture
     cap = live_runner(target, folder, input_len=16, decode_steps=2, mem_fraction_static=0.3)
@@ -151,9 +152,12 @@ DUMPER_FILTER = r"name in ('input_ids', 'positions', 'seq_lens') or search(r'\.f
 
 def step_server(name, target, draft, out, port, timeout, dumper=True):
     from eagle3_workbench.loading import read_config
-    from eagle3_workbench.conventions import resolve_wiring
-    from eagle3_workbench.sglang import (forward_hooks_json, launch_command, read_hook_folder, presence_by_phase,
-                                         read_server_log, read_dumper)
+    from eagle3_workbench.wiring import resolve_wiring
+    from eagle3_workbench.sglang.hook import forward_hooks_json
+    from eagle3_workbench.sglang.launch import launch_command
+    from eagle3_workbench.sglang.readers import read_hook_folder, read_dumper
+    from eagle3_workbench.sglang.compare import presence_by_phase
+    from eagle3_workbench.sglang.log import read_server_log
     banner(f"[{name}] sglang.launch_server --forward-hooks on {target} + {draft}")
     tcfg, dcfg = read_config(target), read_config(draft)
     n = tcfg['num_hidden_layers']
@@ -209,7 +213,7 @@ def step_server(name, target, draft, out, port, timeout, dumper=True):
         say(dcap.report()); say(presence_by_phase(dcap))
         dfc = [r for r in dcap.merged if r.point == 'draft.fc.in']
         if not dfc: raise RuntimeError("the dumper wrote no draft.fc.in (non_intrusive__model.fc.inputs.0)")
-        from eagle3_workbench.capture import load_tensor
+        from eagle3_workbench.records import load_tensor
         same = torch_equal(load_tensor(fc[0]), dfc[0].tensor)
         say(f"draft.fc.in: dumper {tuple(dfc[0].shape)} vs forward hook {tuple(fc[0].shape)}: "
             f"{'bitwise equal' if same else 'DIFFERENT'}")

@@ -78,7 +78,8 @@ def install_stand_ins():
 
 def child(target:str, folder:str)->int:
     install_stand_ins()
-    from eagle3_workbench.sglang import live_runner, presence_by_phase
+    from eagle3_workbench.sglang.launch import live_runner
+    from eagle3_workbench.sglang.compare import presence_by_phase
     cap = live_runner(target, folder, input_len=16, decode_steps=2, mem_fraction_static=0.3, dtype='float32', device='cpu')
     print(cap.report()); print(presence_by_phase(cap))
     pre = [r for r in cap.merged if r.phase == 'prefill']
@@ -89,7 +90,7 @@ def child(target:str, folder:str)->int:
 def compare_with_transformers(target, records, ids)->int:
     "Compare the resid[k] records of one prefill with transformers' on the same ids; 0 when every one is close."
     import torch
-    from eagle3_workbench.sglang import compare_captures
+    from eagle3_workbench.sglang.compare import compare_captures
     from eagle3_workbench.loading import load_target
     from eagle3_workbench.capture import Capture
     model, _ = load_target(target)
@@ -114,8 +115,12 @@ def stand_in_path()->str:
 def step_server(out:Path, port:int)->int:
     "A --forward-hooks server on CPU (target only), one request, the records compared with transformers."
     from eagle3_workbench.loading import resolve_path, read_config
-    from eagle3_workbench.conventions import resolve_wiring
-    from eagle3_workbench.sglang import forward_hooks_json, launch_command, read_hook_folder, presence_by_phase, read_server_log
+    from eagle3_workbench.wiring import resolve_wiring
+    from eagle3_workbench.sglang.hook import forward_hooks_json
+    from eagle3_workbench.sglang.launch import launch_command
+    from eagle3_workbench.sglang.readers import read_hook_folder
+    from eagle3_workbench.sglang.compare import presence_by_phase
+    from eagle3_workbench.sglang.log import read_server_log
     target, draft = resolve_path('zoo:tiny-llama'), resolve_path('zoo:tiny-llama-eagle3')
     n = read_config(target)['num_hidden_layers']
     wiring = resolve_wiring(read_config(draft), n, 'sglang', read_config(target).get('model_type'))

@@ -90,7 +90,8 @@ def draft_variant(name:str, work:Path)->str:
 def expectation(draft:str, n_prompts:int, max_new_tokens:int)->dict:
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     from eagle3_workbench.loading import load_pair, resolve_path
-    from eagle3_workbench.engine import run_prompts, read_prompts
+    from eagle3_workbench.engine import run_prompts
+from eagle3_workbench.prompts import read_prompts
     pair = load_pair('zoo:tiny-llama', draft, engine='vllm')
     prompts = read_prompts(n=n_prompts)
     ids = [pair.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
@@ -118,7 +119,7 @@ def fed_layers(fc_in:list, spec:dict)->list:
 
 def compare(exp:dict, got:dict)->tuple:
     "Lines to print and whether everything agrees."
-    from eagle3_workbench.engine import bootstrap_ci
+    from eagle3_workbench.stats import bootstrap_ci
     lines, ok = [], True
     n = len(exp['prompt_ids'])
     same = [got['outputs'][i] == exp['outputs'][i][:len(got['outputs'][i])] for i in range(n)]

@@ -80,8 +80,9 @@ def test_hook_variants_switch_cleanly(tmp_path):
     finally: sys.path.remove(str(ROOT/'benchmarks'))
     import torch
     from transformers import LlamaConfig, AutoModelForCausalLM
-    from eagle3_workbench.sglang import forward_hooks_json, attach_forward_hooks, read_hook_folder
-    from eagle3_workbench.sglang.hook import _flush_all
+    from eagle3_workbench.sglang.hook import forward_hooks_json, attach_forward_hooks
+    from eagle3_workbench.sglang.readers import read_hook_folder
+    from eagle3_workbench.sglang.hook import flush_all
     torch.manual_seed(0)
     m = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=4,
                                                      num_attention_heads=2, num_key_value_heads=1)).eval()
@@ -93,7 +94,7 @@ def test_hook_variants_switch_cleanly(tmp_path):
     every, ids = set(m.modules()), torch.tensor([[1, 2, 3]])
     def fwd():
         with torch.no_grad(): m(input_ids=ids, use_cache=False)
-        _flush_all()
+        flush_all()
     fwd()
     assert not (tmp_path/'a').exists() and not (tmp_path/'b').exists()
     gfh.switch_to(a, every); fwd(); gfh.switch_to(b, every); fwd(); fwd(); gfh.switch_to({}, every); fwd()

@@ -331,13 +331,3 @@ def test_names_and_errors(llama, draft):
     with pytest.raises(ValueError, match='mode'): Capture(llama, mode='everything')
     assert live_hooks(llama) == 0
 
-def test_old_import_paths_still_work():
-    "Names that moved to the points and records modules are still importable from capture, also by `import *`."
-    import eagle3_workbench.capture as cap, eagle3_workbench.points as pts, eagle3_workbench.records as recs
-    from eagle3_workbench.capture import (Record as R, tensor_stats as ts, fingerprint as fp, load_records as lr,
-                                          load_tensor as lt, POINTS as P, Capture as C, expand_points as ep, live_hooks as lh)
-    assert (R, ts, fp, lr, lt, P) == (recs.Record, recs.tensor_stats, recs.fingerprint, recs.load_records, recs.load_tensor, pts.POINTS)
-    ns = {}
-    exec('from eagle3_workbench.capture import *', ns)
-    assert {'Record', 'tensor_stats', 'fingerprint', 'load_records', 'load_tensor', 'POINTS', 'Capture', 'expand_points',
-            'live_hooks'} <= set(ns)

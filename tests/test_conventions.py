@@ -4,9 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_workbench.conventions import (CONVENTIONS, EngineReading, Wiring, default_resid_layers, disagreements,
-                                          engine_readings, from_resid, read_aux_ids, resolve_wiring, to_resid,
-                                          wiring_table)
+from eagle3_workbench.conventions import CONVENTIONS, default_resid_layers, from_resid, read_aux_ids, to_resid
+from eagle3_workbench.wiring import EngineReading, Wiring, disagreements, engine_readings, resolve_wiring, wiring_table
 
 FIXTURES = Path(__file__).parent / 'fixtures' / 'draft-configs'
 KEY = 'eagle_aux_hidden_state_layer_ids'
@@ -401,7 +400,7 @@ RESOLVE = [
 def test_resolve_wiring(name, n, engine, mt, resid, used):
     w = resolve_wiring(load(name), n, engine, mt)
     assert isinstance(w, Wiring)
-    assert (w.resid_layers, w.engine) == (resid, used)
+    assert (w.resid_layers, w.engine.key) == (resid, used)
     assert w.reason.endswith('.') and 'resid[' in w.reason
 
 

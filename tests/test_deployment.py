@@ -3,8 +3,10 @@ import json
 import pytest, torch
 from torch import nn
 from eagle3_workbench.loading import load_pair
-from eagle3_workbench.engine import Session, read_prompts
-from eagle3_workbench.sglang import forward_hooks_json, attach_forward_hooks, read_hook_folder
+from eagle3_workbench.engine import Session
+from eagle3_workbench.prompts import read_prompts
+from eagle3_workbench.sglang.hook import forward_hooks_json, attach_forward_hooks
+from eagle3_workbench.sglang.readers import read_hook_folder
 from eagle3_workbench.doctor import diagnose, fed_from_capture
 
 FAULT = (0, 2, 6)   # SpecForge ids [-1, 1, 5]: [embedding, trained low, trained mid] in slots trained on [low, mid, high]
@@ -22,8 +24,8 @@ def deployment(tmp_path_factory):
         s.extend(read_prompts(n=1)[0]); s.step()
     finally:
         for h in handles: h.remove()
-    from eagle3_workbench.sglang.hook import _flush_all
-    _flush_all()
+    from eagle3_workbench.sglang.hook import flush_all
+    flush_all()
     return pair, tmp/'hooks', read_prompts(n=1)[0]   # the request the deployment served
 
 @pytest.mark.slow

@@ -5,8 +5,9 @@ import pytest, torch
 from pathlib import Path
 from conftest import planted, error_codes, aux_ids
 from eagle3_workbench.loading import load_pair, resolve_path
-from eagle3_workbench.engine import read_prompts
-from eagle3_workbench.conventions import resolve_wiring, default_resid_layers
+from eagle3_workbench.prompts import read_prompts
+from eagle3_workbench.wiring import resolve_wiring
+from eagle3_workbench.conventions import default_resid_layers
 import eagle3_workbench.doctor as doc
 import eagle3_workbench.search as search
 from eagle3_workbench.doctor import diagnose
@@ -64,7 +65,7 @@ def test_each_engine_reading_of_the_config(name, prompts):
     "Each engine's reading of the shipped config, fed as the deployment would: named when it is not the trained wiring."
     pair, trained = pair_of(name), DRAFTS[name][2]
     for engine in ('sglang-legacy', 'sglang-pr25454', 'vllm', 'vllm-legacy', 'specforge', 'eagle'):
-        fed = resolve_wiring(pair.draft_config, pair.n_layers, engine, pair.target_config.get('model_type')).resid_layers
+        fed = resolve_wiring(pair.draft.config.raw, pair.n_layers, engine, pair.model_type).resid_layers
         if len(fed) < 3: continue   # an engine that would feed fewer states: AUX_UNREACHABLE, covered in the chapter
         d = diagnose(pair, prompts, engine=engine, wiring=fed, accept=False)
         assert d.recommended['resid_layers'] == list(trained), f"{name} {engine} fed {fed}: {d}"
@@ -89,10 +90,10 @@ def test_missing_config(name):
 @pytest.mark.parametrize('name', NAMES)
 def test_correct_pairs_never_miswired_over_200_subsets(name, prompts):
     "The calibration's check, on this test's prompts: 200 random subsets of 8..48 prompts, the doctor's own search and decision."
-    from eagle3_workbench.conventions import engine_readings
+    from eagle3_workbench.wiring import engine_readings
     pair, trained = pair_of(name), DRAFTS[name][2]
     n, table = pair.n_layers, search._table(pair, prompts)
-    readings = engine_readings(pair.draft_config, n, pair.target_config.get('model_type'))
+    readings = engine_readings(pair.draft.config.raw, n, pair.model_type)
     g, verdicts = torch.Generator().manual_seed(1), []
     for i in range(200):
         idx = torch.randperm(len(prompts), generator=g)[:(8, 16, 32, 48)[i % 4]]
@@ -201,11 +202,11 @@ def _fc_norm_weights(sd):
 @pytest.mark.parametrize('engine, ignored', [('sglang==0.5.6', True), ('sglang==0.5.11', True), ('sglang==0.5.12', False),
                                              ('vllm==0.21.0', True), ('vllm==0.22.0', False), ('trtllm', False), ('specforge', False)])
 def test_variant_ignored_per_release(engine, ignored):
-    "A SpecForge fc_norm draft: SGLang reads fc_norm from 0.5.12, vLLM from 0.22.0 (conventions.VARIANT_SUPPORT); SpecForge is no serving engine."
-    from eagle3_workbench.variants import variant_support
+    "A SpecForge fc_norm draft: SGLang reads fc_norm from 0.5.12, vLLM from 0.22.0 (engines.VARIANT_SUPPORT); SpecForge is no serving engine."
+    from eagle3_workbench.engines import Engine
     p = planted(lambda c: c.update(fc_norm=True), _fc_norm_weights)
     fs = [f for f in doc.static_findings(p, engine)[0] if f.code == 'VARIANT_IGNORED']
-    if engine != 'specforge': assert (variant_support(engine)['fc_norm'].reading == 'ignored') == ignored   # the rule the expectation comes from
+    if engine != 'specforge': assert (Engine.parse(engine).variant_support()['fc_norm'].reading == 'ignored') == ignored   # the rule the expectation comes from
     assert bool(fs) == ignored, [f.message for f in fs]
     if ignored:
         (f,) = fs
@@ -238,13 +239,13 @@ def test_rope_scaling_mismatch(tmp_path):
 @pytest.mark.parametrize('engine, reachable', [('vllm==0.33.0', True), ('vllm==0.18.0', False), ('sglang==0.5.20', False)])
 def test_aux_unreachable_only_where_the_release_cannot_capture(engine, reachable):
     "Top-level ids [2, 6, 12] (resid[N] for vLLM's verbatim reading): vLLM captures resid[N] since PR #36063; older vLLM and SGLang do not."
-    from eagle3_workbench.conventions import capturable
+    from eagle3_workbench.engines import Engine
     p = planted(lambda c: c.update(eagle_aux_hidden_state_layer_ids=[2, 6, 12]))
-    assert capturable(12, 12, engine, 'deepseek_v3').captured == reachable   # the rule the expectation comes from
+    assert Engine.parse(engine).reach(12, 12, 'deepseek_v3').captured == reachable   # the rule the expectation comes from
     fs, conf = doc.static_findings(p, engine)
     assert ('AUX_UNREACHABLE' in {f.code for f in fs}) == (not reachable and engine.startswith('vllm')), [f.message for f in fs]
     if reachable: assert conf == (2, 6, 12)
-    fs, conf, _ = doc.fed_wiring(p, [], None, wiring=(2, 6, 12), engine=engine)   # the deployment feeds resid[N]
+    fs, conf, _ = doc.fed_wiring(p, [], None, wiring=(2, 6, 12), engine=Engine.parse(engine))   # the deployment feeds resid[N]
     assert (conf == (2, 6, 12)) == reachable and ('AUX_UNREACHABLE' in {f.code for f in fs}) == (not reachable)
 
 @pytest.mark.slow
@@ -262,7 +263,7 @@ def test_resid_N_wiring_evaluated_where_vllm_captures_it():
 def test_speculators_dump_identifies_the_trained_layers(tmp_path):
     "A speculators dump (hs_{i}.safetensors: token_ids, hidden_states [T, aux layers + last, H]) of the zoo target's resid[2, 6, 9]."
     from safetensors.torch import save_file
-    from eagle3_workbench.engine import resid_forward
+    from eagle3_workbench.teacher import resid_forward
     pair = pair_of('tiny-dsv3')
     (tmp_path/'hidden_states').mkdir()
     for i, text in enumerate(ZOO[:6]):
@@ -272,7 +273,7 @@ def test_speculators_dump_identifies_the_trained_layers(tmp_path):
         save_file({'token_ids': ids[0], 'hidden_states': stack.contiguous()}, tmp_path/'hidden_states'/f'hs_{i}.safetensors')
     wrong = planted(aux_ids(2, 6, 9), engine='sglang-legacy')   # SGLang before PR #25454 feeds resid[3, 7, 10]
     d = diagnose(wrong, ZOO[:8], training_dump=tmp_path, accept=False)
-    assert d.similarity['trained'] == [2, 6, 9] and all(d.similarity['identified']), d.similarity
+    assert d.training_match['trained'] == [2, 6, 9] and all(d.training_match['identified']), d.training_match
     assert d.verdict == 'miswired' and 'AUX_LAYERS_MISMATCH' in error_codes(d) and d.recommended['resid_layers'] == [2, 6, 9], str(d)
     assert any('identified from the training dump' in f.message for f in d.findings)
     samples, fs = doc.read_training_dump(tmp_path)   # the old reader's interface: samples and DUMP_INVALID findings

@@ -3,7 +3,8 @@
 import pytest, torch
 from conftest import tiny_pair, random_prompts
 from eagle3_workbench.loading import load_pair
-from eagle3_workbench.engine import Session, greedy_reference, run_prompts, read_prompts
+from eagle3_workbench.engine import Session, greedy_reference, run_prompts
+from eagle3_workbench.prompts import read_prompts
 
 @pytest.mark.slow
 @pytest.mark.parametrize('arch', ['llama', 'deepseek_v3'])

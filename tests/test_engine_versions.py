@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_workbench.conventions import (ENGINE_FACTS, ENGINE_NAMES, TRAINERS, EngineSpec, capturable, describe_engine,
-                                          engine_reading, engine_rules, parse_engine, resolve_wiring)
+from eagle3_workbench.conventions import TRAINERS
+from eagle3_workbench.engines import ENGINE_FACTS, ENGINE_NAMES, VARIANT_KEYS, VARIANT_SUPPORT, Engine, release_table
+from eagle3_workbench.wiring import engine_reading, resolve_wiring
 from conftest import modelopt_eagle_config, speculators_example_config, tiny_draft_config
-from eagle3_workbench.variants import VARIANT_KEYS, VARIANT_SUPPORT, variant_problems, variant_support, version_table
+from eagle3_workbench.variants import variant_problems
 
 FIXTURES = Path(__file__).parent / 'fixtures' / 'draft-configs'
 KEY = 'eagle_aux_hidden_state_layer_ids'
@@ -152,7 +153,7 @@ def test_resid_n_deepseek(engine, ids, fed, why):
     ('speculators', 'captured'),       # launch_vllm.py appends N itself
 ])
 def test_resid_n_gpt_oss(engine, how):
-    assert capturable(36, 36, engine, 'gpt_oss').how == how
+    assert Engine.parse(engine).reach(36, 36, 'gpt_oss').how == how
 
 
 def test_trtllm_serving_layers_reach_resid_n():
@@ -173,7 +174,7 @@ def test_trtllm_serving_layers_reach_resid_n():
     ('trtllm', 'llama', 'not expressible'),          # ids are 'output of layer k', k >= 0
 ])
 def test_resid_0(engine, mt, how):
-    assert capturable(0, 32, engine, mt).how == how
+    assert Engine.parse(engine).reach(0, 32, mt).how == how
 
 
 # ---- variant problems, per release -----------------------------------------------------------------------------
@@ -270,16 +271,16 @@ def test_mla_and_other_kinds():
 # ---- names, versions, tables ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize('text, spec', [
-    ('sglang==0.5.6', EngineSpec('sglang', '0.5.6', 'sglang==0.5.6', False)),
-    ('sglang', EngineSpec('sglang', '0.5.23', 'sglang', True)),
-    ('vllm', EngineSpec('vllm', '0.32.0', 'vllm', True)),
-    ('vllm-legacy', EngineSpec('vllm', '0.21.0', 'vllm-legacy', True)),
-    ('sglang-legacy', EngineSpec('sglang', '0.5.12', 'sglang-legacy', True)),
-    ('vllm==v0.25', EngineSpec('vllm', '0.25.0', 'vllm==0.25.0', False)),
-    ('tensorrt-llm', EngineSpec('trtllm', None, 'trtllm', True)),
+    ('sglang==0.5.6', Engine('sglang', '0.5.6', 'sglang==0.5.6', False)),
+    ('sglang', Engine('sglang', '0.5.23', 'sglang', True)),
+    ('vllm', Engine('vllm', '0.32.0', 'vllm', True)),
+    ('vllm-legacy', Engine('vllm', '0.21.0', 'vllm-legacy', True)),
+    ('sglang-legacy', Engine('sglang', '0.5.12', 'sglang-legacy', True)),
+    ('vllm==v0.25', Engine('vllm', '0.25.0', 'vllm==0.25.0', False)),
+    ('tensorrt-llm', Engine('trtllm', None, 'trtllm', True)),
 ])
 def test_parse_engine(text, spec):
-    assert parse_engine(text) == spec
+    assert Engine.parse(text) == spec
 
 
 @pytest.mark.parametrize('text, words', [
@@ -291,23 +292,23 @@ def test_parse_engine(text, spec):
 ])
 def test_parse_engine_errors(text, words):
     with pytest.raises(ValueError, match=words.replace('(', r'\(').replace(')', r'\)')):
-        parse_engine(text)
+        Engine.parse(text)
 
 
 def test_every_name_is_described():
-    for name in ENGINE_NAMES: assert describe_engine(name)
-    assert describe_engine('vllm') == "vLLM 0.32 (default: the newest rule known; 0.33.0 reads the same)"
-    assert describe_engine('vllm==0.40.0').endswith('its rules assumed)')
+    for name in ENGINE_NAMES: assert Engine.parse(name).said
+    assert Engine.parse('vllm').said == "vLLM 0.32 (default: the newest rule known; 0.33.0 reads the same)"
+    assert Engine.parse('vllm==0.40.0').said.endswith('its rules assumed)')
 
 
 def test_rules_rows_are_well_formed():
     for f in ENGINE_FACTS: assert f.engine in ('sglang', 'vllm') and f.source
     for s in VARIANT_SUPPORT: assert s.key in VARIANT_KEYS and s.source
     for e in ('sglang', 'vllm', 'trtllm'):
-        sup = variant_support(e)
+        sup = Engine.parse(e).variant_support()
         assert {'norm_output', 'fc_norm', 'norm_before_fc', 'norm_before_residual', 'bias', 'num_hidden_layers',
                 'tie_word_embeddings', 'rope_scaling', 'mla', 'speculators'} <= set(sup)
-        assert version_table(e)
+        assert release_table(e)
     assert set(TRAINERS) == {'specforge', 'speculators', 'eagle', 'modelopt', 'vllm', 'angelslim'}
     with pytest.raises(ValueError, match="trainer 'x'"):
         variant_problems({}, 'x', 'vllm')
@@ -318,5 +319,5 @@ def test_named_releases():
     cfg = {KEY: [2, 16, 32]}
     assert resolve_wiring(cfg, 32, 'vllm', 'llama').resid_layers == (2, 16, 32)
     assert resolve_wiring(cfg, 32, 'vllm==0.32.0', 'llama').resid_layers == (2, 16, 32)
-    assert engine_rules('vllm-legacy').reads == 'top_level' and engine_rules('sglang-legacy', 'deepseek_v3').convention == 'sglang'
-    assert engine_rules('sglang-pr25454').convention == 'sglang-pr25454'
+    assert Engine.parse('vllm-legacy').rules().reads == 'top_level' and Engine.parse('sglang-legacy').rules('deepseek_v3').convention == 'sglang'
+    assert Engine.parse('sglang-pr25454').rules().convention == 'sglang-pr25454'

@@ -345,10 +345,3 @@ def test_real_session_with_capture(tmp_path):
     lp = traces(layer_profile_figure(cap, n_layers=pair.n_layers, wired=s.wiring))
     np.testing.assert_allclose(lp['norm_mean']['y'], [cap.select(f'target.resid[{k}]', phase='extend')[0].stats['norm_mean']
                                                       for k in range(pair.n_layers + 1)])
-
-def test_figures_hands_on_the_result_figures():
-    "`fg.sweep_figure` and friends, which live in result_figures, still work through figures."
-    from eagle3_workbench import figures as fg, result_figures as rf
-    for n in ('SWEEP_METRICS', 'acceptance_figure', 'token_strip', 'token_strip_html', 'similarity_figure', 'sweep_figure'):
-        assert getattr(fg, n) is getattr(rf, n) and n in fg.__all__ and n in dir(fg)
-    with pytest.raises(AttributeError): fg.no_such_figure

@@ -14,7 +14,7 @@ from eagle3_workbench.draft import DraftConfig, Eagle3Draft, ModelLoadError
 from eagle3_workbench.loading import (load_target, load_draft, save_draft, detect_provenance, flatten_config, dequantize,
                                       read_draft_config, target_parts)
 from eagle3_workbench.dumps import read_dump, read_speculators_dump, read_specforge_dump, dump_format
-from eagle3_workbench.engine import ttt_forward
+from eagle3_workbench.teacher import ttt_forward
 
 H, NH, NKV, HD, V, DV = 32, 4, 2, 8, 96, 48
 

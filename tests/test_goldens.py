@@ -27,7 +27,7 @@ from torch import nn
 from safetensors.torch import load_file
 from eagle3_workbench.loading import load_draft
 from eagle3_workbench.draft import DraftCache, ModelLoadError
-from eagle3_workbench.engine import ttt_forward
+from eagle3_workbench.teacher import ttt_forward
 
 GOLDENS = Path(__file__).parent/'fixtures'/'goldens'
 ROWS = sorted(p.name for p in GOLDENS.iterdir() if (p/'meta.json').is_file()) if GOLDENS.is_dir() else []

@@ -2,8 +2,9 @@
 import json
 from pathlib import Path
 import pytest
-from eagle3_workbench.observed import (Observed, read_observed, read_vllm_metrics, vllm_metrics_text, observed_from_runs,
-                                       compare_command, EXIT_AS_EXPECTED, EXIT_BELOW, EXIT_BAD_INPUT, EXIT_NOT_ENOUGH)
+from eagle3_workbench.outputs import Observed, read_observed, read_vllm_metrics, vllm_metrics_text
+from eagle3_workbench.observed import observed_from_runs
+from eagle3_workbench.cli import main, EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_NOT_ENOUGH_EVIDENCE
 
 FIX = Path(__file__).parent/'fixtures'/'observed'
 STEPS, N, PROMPTS = 4, 24, 8
@@ -22,7 +23,7 @@ STEPS, N, PROMPTS = 4, 24, 8
     ('sglang_server.log', 'sglang', 'SGLang server log', None)])
 def test_each_fixture_is_read_by_its_reader(name, engine, kind, drafts):
     o = read_observed(FIX/name)
-    assert (o.engine, o.drafts) == (engine, drafts) and kind in o.source, o.source
+    assert (o.engine.key, o.drafts) == (engine, drafts) and kind in o.source, o.source
     assert 1.0 <= o.accept_length <= 4.0
     json.dumps(o.to_json(), allow_nan=False)
 
@@ -30,7 +31,7 @@ def test_vllm_counters_as_prometheus_client_writes_them():
     "The same counts written by prometheus_client (vLLM's own exporter, with `_created` samples) read as ours do; ours parse with its parser."
     pc = pytest.importorskip('prometheus_client')
     from prometheus_client.parser import text_string_to_metric_families
-    obs = Observed('in-process', 't', drafts=37, draft_tokens=111, accepted=50, accepted_per_pos=[25, 15, 10])
+    obs = Observed(None, 't', drafts=37, draft_tokens=111, accepted=50, accepted_per_pos=[25, 15, 10])
     reg, lab = pc.CollectorRegistry(), ['model_name', 'engine']
     for key, name, doc in (('drafts', 'vllm:spec_decode_num_drafts', 'Number of spec decoding drafts.'),
                            ('draft_tokens', 'vllm:spec_decode_num_draft_tokens', 'Number of draft tokens.'),
@@ -51,7 +52,8 @@ def test_vllm_counters_as_prometheus_client_writes_them():
 def runs():
     "The zoo pair, unfaulted, on the first prompts: the cycles a correct deployment would run."
     from eagle3_workbench.loading import load_pair
-    from eagle3_workbench.engine import Session, read_prompts
+    from eagle3_workbench.engine import Session
+from eagle3_workbench.prompts import read_prompts
     s = Session(load_pair('zoo:tiny-dsv3'), speculative_num_steps=STEPS)
     return [s.run(N, prompt=p) for p in read_prompts(n=PROMPTS)]
 
@@ -64,15 +66,24 @@ def _sglang_meta(run, steps=STEPS)->dict:
                                         cached_tokens=0, e2e_latency=0.1, spec_accept_rate=acc / (v * steps), spec_accept_length=(1 + v + acc) / v,
                                         spec_accepted_drafts=acc, spec_proposed_drafts=v * steps, spec_verify_ct=v, spec_accept_histogram=hist))
 
-def _compare(path, **kw):
-    return compare_command(path, n_prompts=PROMPTS, max_new_tokens=N, **kw)
+def compare_command(path, *args, json_out=False):
+    "`eagle3-workbench compare --observed PATH ...`, run in-process: (what it printed, on stdout or for an error on stderr, exit code)."
+    import io, contextlib
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try: code = main(['compare', '--observed', str(path), *map(str, args), *(['--json'] if json_out else [])])
+        except SystemExit as e: code = e.code   # argparse's own refusal
+    return (out.getvalue() if out.getvalue() else err.getvalue()).strip(), code
+
+def _compare(path, json_out=False):
+    return compare_command(path, '--n-prompts', PROMPTS, '--max-new-tokens', N, json_out=json_out)
 
 def test_sglang_responses_of_a_correct_deployment_are_as_expected(runs, tmp_path):
     f = tmp_path/'responses.jsonl'
     f.write_text(''.join(json.dumps(_sglang_meta(r)) + '\n' for r in runs))
     out, code = _compare(f, json_out=True)
     j = json.loads(out)
-    assert code == EXIT_AS_EXPECTED, out
+    assert code == EXIT_OK, out
     assert (j['verdict'], j['first_divergence'], j['causes']) == ('as expected', None, [])
     assert j['expected']['settings']['speculative_num_steps'] == STEPS          # from spec_proposed_drafts / spec_verify_ct
     assert [p['position'] for p in j['positions']] == [1, 2, 3, 4] and all(p['difference'] == 0 for p in j['positions'])
@@ -85,12 +96,12 @@ def test_server_info_average_below_expectation(runs, tmp_path):
                 version='0.5.6')
     f = tmp_path/'server_info.json'; f.write_text(json.dumps(info))
     out, code = _compare(f)
-    assert code == EXIT_BELOW, out
+    assert code == EXIT_CHECK_FAILED, out
     assert 'BELOW EXPECTATION' in out and 'reports an average only' in out and 'no interval' in out
 
 def test_few_verify_steps_are_not_enough_evidence():
     out, code = _compare(FIX/'vllm_chat_detailed.jsonl', json_out=True)   # 18 verify steps in two requests
-    assert code == EXIT_NOT_ENOUGH and json.loads(out)['verdict'] == 'not enough evidence'
+    assert code == EXIT_NOT_ENOUGH_EVIDENCE and json.loads(out)['verdict'] == 'not enough evidence'
 
 @pytest.mark.parametrize('content,expected', [
     (None, 'no such file'),
@@ -105,15 +116,15 @@ def test_bad_observed_files_exit_2_naming_file_and_key(tmp_path, content, expect
     f = tmp_path/'observed.txt'
     if content is not None: f.write_text(content)
     out, code = compare_command(f)
-    assert code == EXIT_BAD_INPUT and out.startswith('error: ') and expected in out and '\n' not in out, out
+    assert code == EXIT_BAD_INPUT and out.startswith('eagle3-workbench compare: error: ') and expected in out and '\n' not in out, out
     if content is not None and 'no such file' not in expected: assert str(f) in out
 
 def test_swapped_scrapes_and_bad_settings_exit_2():
-    out, code = compare_command(FIX/'vllm_metrics_before.prom', before=FIX/'vllm_metrics_after.prom', json_out=True)
+    out, code = compare_command(FIX/'vllm_metrics_before.prom', '--before', FIX/'vllm_metrics_after.prom', json_out=True)
     assert code == EXIT_BAD_INPUT and 'restarted' in json.loads(out)['error']
-    out, code = compare_command(FIX/'vllm_metrics_after.prom', speculative_num_steps=0)      # refused before any model loads
-    assert code == EXIT_BAD_INPUT and 'speculative_num_steps=0' in out
-    out, code = compare_command(FIX/'vllm_metrics_after.prom', speculative_eagle_topk=0)     # needs the draft's vocabulary: after the load
-    assert code == EXIT_BAD_INPUT and 'speculative_eagle_topk=0: expected 1 .. draft vocabulary size 1024' in out
-    out, code = compare_command(FIX/'sglang_server.log', before=FIX/'vllm_metrics_before.prom')
+    out, code = compare_command(FIX/'vllm_metrics_after.prom', '--steps', 0)      # refused before any model loads
+    assert code == EXIT_BAD_INPUT and '--steps' in out and 'must be >= 1' in out
+    out, code = compare_command(FIX/'vllm_metrics_after.prom', '--topk', 2000)  # needs the draft's vocabulary: after the load
+    assert code == EXIT_BAD_INPUT and '--topk (speculative_eagle_topk)=2000: expected 1 .. draft vocabulary size 1024' in out
+    out, code = compare_command(FIX/'sglang_server.log', '--before', FIX/'vllm_metrics_before.prom')
     assert code == EXIT_BAD_INPUT and 'only applies to vLLM /metrics' in out

@@ -9,10 +9,12 @@ from torch import nn
 
 import eagle3_workbench.sglang.hook as sg_hook, eagle3_workbench.sglang.launch as sg_launch
 from eagle3_workbench.records import Record, Origin, fingerprint, tensor_stats, load_tensor
-from eagle3_workbench.sglang import (factory, forward_hooks_json, attach_forward_hooks, read_hook_folder,
-    read_debug_tensor_dump, read_dumper, read_server_log, read_debug_lines, compare_captures, presence_by_phase, launch_command,
-    live_runner, module_points)
-from eagle3_workbench.conventions import draft_config_edit
+from eagle3_workbench.sglang.hook import factory, forward_hooks_json, attach_forward_hooks, module_points
+from eagle3_workbench.sglang.readers import read_hook_folder, read_debug_tensor_dump, read_dumper
+from eagle3_workbench.sglang.log import read_server_log, read_debug_lines
+from eagle3_workbench.sglang.compare import compare_captures, presence_by_phase
+from eagle3_workbench.sglang.launch import launch_command, live_runner
+from eagle3_workbench.wiring import draft_config_edit
 from conftest import save_tiny_target
 
 N = 6  # layers of conftest's tiny target
@@ -24,7 +26,7 @@ N = 6  # layers of conftest's tiny target
 CHILD = textwrap.dedent('''
     import fnmatch, importlib, json, os, sys, torch
     from eagle3_workbench.loading import load_target
-    from eagle3_workbench.capture import tensor_stats
+    from eagle3_workbench.records import tensor_stats
     target_dir, specs_json, out_json = sys.argv[1:4]
     model, _ = load_target(target_dir)
     if os.environ.get('PERTURB_LAYER'):
@@ -199,7 +201,7 @@ def test_target_and_draft_in_one_process(tmp_path, spelling):
     assert {(r.phase_source, r.phase_evidence.split()[0]) for r in cap.records} == {('inferred', 'forward_mode')}
     assert {(r.origin.role, r.origin.source) for r in cap.records} == {('target', 'sglang-hook'), ('draft', 'sglang-hook')}
     # target layer 0 matched the draft glob but was not asked for; model.norm gives resid[3] and its own output
-    from eagle3_workbench.capture import load_tensor
+    from eagle3_workbench.records import load_tensor
     fc_in = next(r for r in cap.records if r.point == 'draft.fc.in')
     assert torch.equal(load_tensor(fc_in), feats) and fc_in.shape == (4, 24)
     # resid[k] = hidden_states + residual of layer k-1, the unfused residual stream
@@ -261,15 +263,15 @@ def test_hook_folder_of_the_first_layout_reads_the_same(tmp_path):
     assert torch.equal(load_tensor(b.records[0]), load_tensor(a.records[0]))
 
 def test_the_factory_imports_no_heavy_module():
-    """A server resolving the factory (new or old spelling) and making a hook loads neither transformers nor the doctor,
-    models or capture, nor the SGLang modules that do not run in a server; asking for a reader loads the readers."""
+    """A server resolving the factory and making a hook loads neither transformers nor the doctor, models or capture,
+    nor the SGLang modules that do not run in a server; asking for a reader loads the readers."""
     heavy = ['transformers', 'eagle3_workbench.doctor', 'eagle3_workbench.loading', 'eagle3_workbench.draft', 'eagle3_workbench.capture',
              'eagle3_workbench.sglang.readers', 'eagle3_workbench.sglang.log', 'eagle3_workbench.sglang.compare',
              'eagle3_workbench.sglang.launch']
     show = f"print([m for m in {heavy!r} if m in sys.modules])"
-    code = '\n'.join(['import sys', 'import eagle3_workbench.sglang.hook', show,
-                      'import importlib; importlib.import_module("eagle3_workbench.sglang").factory({"folder": "/tmp/x"})', show,
-                      'from eagle3_workbench.sglang import factory', show, 'from eagle3_workbench.sglang import read_hook_folder', show])
+    code = '\n'.join(['import sys', 'import eagle3_workbench.sglang', show, 'import eagle3_workbench.sglang.hook', show,
+                      'import importlib; importlib.import_module("eagle3_workbench.sglang.hook").factory({"folder": "/tmp/x"})', show,
+                      'from eagle3_workbench.sglang.readers import read_hook_folder', show])
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out == ['[]', '[]', '[]', "['eagle3_workbench.sglang.readers']"], out
 
@@ -318,7 +320,7 @@ def test_module_points_both_spellings():
 
 def test_forward_hooks_json():
     spec = json.loads(forward_hooks_json((0, 2, 30, 58), 61, '/x', draft_spelling='0.5.23'))[0]
-    assert spec['hook_factory'] == 'eagle3_workbench.sglang:factory'
+    assert spec['hook_factory'] == 'eagle3_workbench.sglang.hook:factory'
     assert spec['target_modules'] == ['model.embed_tokens', 'model.layers.2.input_layernorm', 'model.layers.30.input_layernorm',
                                       'model.layers.58.input_layernorm', 'model.fc', 'model.layers.0', 'model']
     assert spec['config']['n_layers'] == 61

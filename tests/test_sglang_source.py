@@ -3,8 +3,9 @@ run on CPU on models with SGLang's calling conventions (see sglang_source.py for
 The expected tensors are computed independently, the unfused way."""
 import json
 import pytest, torch
-from eagle3_workbench.capture import fingerprint, load_tensor
-from eagle3_workbench.sglang import forward_hooks_json, read_hook_folder, read_debug_tensor_dump, read_dumper
+from eagle3_workbench.records import fingerprint, load_tensor
+from eagle3_workbench.sglang.hook import forward_hooks_json
+from eagle3_workbench.sglang.readers import read_hook_folder, read_debug_tensor_dump, read_dumper
 from sglang_source import sglang_source, sglang_debug_tools, ForwardBatch
 from test_sglang import SglTarget, LlamaForCausalLMEagle3
 
@@ -130,7 +131,8 @@ def test_doctor_on_a_dumper_capture_alone(sgl, tmp_path):
     "The zoo pair with the original fault planted, dumped by SGLang's dumper with a name filter, diagnosed from the files."
     from torch import nn
     from eagle3_workbench.loading import load_pair
-    from eagle3_workbench.engine import Session, read_prompts
+    from eagle3_workbench.engine import Session
+from eagle3_workbench.prompts import read_prompts
     from eagle3_workbench.doctor import fed_from_capture
     pair = load_pair('zoo:tiny-dsv3')
     fault = (0, 2, 6)   # [embedding, trained low, trained mid] in slots trained on [low, mid, high]

@@ -5,7 +5,7 @@ import pytest, torch
 from safetensors.torch import load_file
 from eagle3_workbench.loading import load_target, load_draft, load_pair, resolve_path, zoo_root
 from eagle3_workbench.draft import ModelLoadError
-from eagle3_workbench.conventions import engine_readings
+from eagle3_workbench.wiring import engine_readings
 from eagle3_workbench.zoo import (build_zoo, build_offdefault_draft, ZooRecipe, PAIRS, OFFDEFAULT, corpus_files, encode_files,
                                   heldout_windows, teacher_forced_agreement, zoo_listing)
 from eagle3_workbench.doctor import read_training_dump
