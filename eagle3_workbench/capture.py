@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from .loading import target_parts
 from .points import POINTS, TARGET_POINTS, DRAFT_POINTS, RESID_SPEC, resid_indices, family, matcher, first_tensor
-from .records import Record, tensor_stats, fingerprint, load_tensor, load_records, ShardWriter, dtype_name
+from .records import Record, tensor_stats, ShardWriter, dtype_name
 
 # %% auto #0
 __all__ = ['expand_points', 'live_hooks', 'Capture']

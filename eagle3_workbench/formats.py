@@ -4,11 +4,12 @@
 
 # %% ../nbs/01a_formats.ipynb #4273dc78
 from __future__ import annotations
-import json, re, warnings
+import json, warnings
 from dataclasses import dataclass
 from pathlib import Path
 import torch
-from .draft import ModelLoadError, DraftConfig, Eagle3Draft, TRAINERS
+from .conventions import TRAINERS
+from .draft import ModelLoadError, DraftConfig
 
 # %% auto #0
 __all__ = ['PICKLED', 'Provenance', 'some_of', 'detect_provenance', 'flatten_config', 'canonical_keys', 'dequantize']
@@ -17,7 +18,7 @@ __all__ = ['PICKLED', 'Provenance', 'some_of', 'detect_provenance', 'flatten_con
 @dataclass
 class Provenance:
     "Who wrote a draft checkpoint and how its files are spelled, with the evidence."
-    trainer: str   # one of `draft.TRAINERS`: it decides what ambiguous config keys mean
+    trainer: str   # one of `conventions.TRAINERS`: it decides what ambiguous config keys mean
     format: str    # how the files are spelled: 'sglang', 'eagle', 'vllm', 'speculators' or 'modelopt'
     evidence: str  # one sentence: which files and keys showed it
     def __post_init__(self):

@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 import torch
 from torch import nn
-from .draft import ModelLoadError, DraftConfig, Eagle3Draft, TRAINERS
+from .draft import ModelLoadError, DraftConfig, Eagle3Draft
 from .conventions import read_aux_ids
 from .wiring import resolve_wiring, Wiring
 from .threads import apply_threads
@@ -286,7 +286,7 @@ def read_draft(path, # draft directory or `zoo:NAME`; with `weights=False` also 
                weights:bool=True, # False: weights are optional (`wiring` reads the config alone)
               )->DraftSource:
     "A draft checkpoint as its trainer wrote it; errors name the file and key, before any tensor is read."
-    path = resolve_path(path)
+    path = resolve_path(path) if weights or str(path).startswith('zoo:') else Path(path).expanduser()   # a lone config.json: read_config names it
     raw, folder = read_config(path), (path if path.is_dir() else path.parent)
     there = path.is_dir() and (any(path.glob('*.safetensors')) or (path/'model.safetensors.index.json').exists())
     files = weight_files(folder) if weights or there else []

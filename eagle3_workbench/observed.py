@@ -4,11 +4,11 @@
 
 # %% ../nbs/04c_observed.ipynb #0c9ca3f8
 from __future__ import annotations
-import json, math
+import math
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from statistics import NormalDist
-from .engines import Engine, SGLANG, VLLM
+from .engines import Engine
 from .findings import Finding
 from .stats import bootstrap_ci, wilson
 from .plotstyle import COLORS

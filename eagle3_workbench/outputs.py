@@ -5,8 +5,7 @@
 # %% ../nbs/04b_outputs.ipynb #c627b2c8
 from __future__ import annotations
 import json, math, re
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from .engines import Engine, SGLANG, VLLM
 from .sglang.log import text_and_name, read_server_log
 

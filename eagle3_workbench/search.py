@@ -10,7 +10,7 @@ import torch
 from .teacher import ttt_forward, aux_features, resid_forward
 from .engine import run_prompts, SpecSettings, summarize
 from .stats import paired_change
-from .variants import served_config, served_draft
+from .variants import served_draft
 
 # %% auto #0
 __all__ = ['EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'AgreementTable',

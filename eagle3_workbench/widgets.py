@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_widgets.ipynb #6f6e8c21
 from __future__ import annotations
-import html, json, traceback
+import html, json
 import ipywidgets as W
 from fastcore.basics import patch
 from IPython.display import display

@@ -91,7 +91,7 @@ def expectation(draft:str, n_prompts:int, max_new_tokens:int)->dict:
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     from eagle3_workbench.loading import load_pair, resolve_path
     from eagle3_workbench.engine import run_prompts
-from eagle3_workbench.prompts import read_prompts
+    from eagle3_workbench.prompts import read_prompts
     pair = load_pair('zoo:tiny-llama', draft, engine='vllm')
     prompts = read_prompts(n=n_prompts)
     ids = [pair.tokenizer.encode(p, add_special_tokens=False) for p in prompts]

@@ -53,7 +53,7 @@ def runs():
     "The zoo pair, unfaulted, on the first prompts: the cycles a correct deployment would run."
     from eagle3_workbench.loading import load_pair
     from eagle3_workbench.engine import Session
-from eagle3_workbench.prompts import read_prompts
+    from eagle3_workbench.prompts import read_prompts
     s = Session(load_pair('zoo:tiny-dsv3'), speculative_num_steps=STEPS)
     return [s.run(N, prompt=p) for p in read_prompts(n=PROMPTS)]
 

@@ -132,7 +132,7 @@ def test_doctor_on_a_dumper_capture_alone(sgl, tmp_path):
     from torch import nn
     from eagle3_workbench.loading import load_pair
     from eagle3_workbench.engine import Session
-from eagle3_workbench.prompts import read_prompts
+    from eagle3_workbench.prompts import read_prompts
     from eagle3_workbench.doctor import fed_from_capture
     pair = load_pair('zoo:tiny-dsv3')
     fault = (0, 2, 6)   # [embedding, trained low, trained mid] in slots trained on [low, mid, high]
