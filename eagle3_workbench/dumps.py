@@ -8,6 +8,7 @@ import gzip, io, re
 from pathlib import Path
 import torch
 from .loading import unloadable_reason
+from .formats import FP8_DTYPES
 
 # %% auto #0
 __all__ = ['read_specforge_dump', 'read_speculators_dump', 'dump_format', 'read_dump']
@@ -47,7 +48,6 @@ def read_specforge_dump(folder, # a SpecForge dump folder (holding rows_*/)
 
 # %% ../nbs/02a_dumps.ipynb #bc01d654
 _HS = re.compile(r'hs_(\d+)\.safetensors$')
-_FP8 = tuple(getattr(torch, n) for n in ('float8_e4m3fn', 'float8_e5m2') if hasattr(torch, n))
 
 def _speculators_files(folder:Path)->list:
     "hs_{i}.safetensors in the folder or its hidden_states/ (speculators' default), by index i."
@@ -65,7 +65,7 @@ def _speculators_sample(f:Path)->dict:
     if hs.dim() != 3: raise ValueError(f"hidden_states has shape {tuple(hs.shape)}, expected [T, layers, hidden]")
     if hs.shape[0] != ids.numel(): raise ValueError(f"hidden_states has {hs.shape[0]} rows for {ids.numel()} token_ids")
     if hs.shape[1] < 2: raise ValueError(f"hidden_states holds {hs.shape[1]} layer: expected the aux layers and the last layer")
-    if hs.dtype in _FP8:
+    if hs.dtype in FP8_DTYPES:
         if 'hidden_states_scales' not in d: raise ValueError(f"hidden_states is {hs.dtype} without hidden_states_scales")
         hs = hs.float() * d['hidden_states_scales'].float()
     hs = hs.float()

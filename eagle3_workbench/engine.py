@@ -9,7 +9,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, asdict
 import torch
 from .draft import DraftCache
-from .teacher import resid_forward, aux_features
+from .teacher import resid_forward, aux_features, cache_kw
 from .prompts import check_prompts
 from .stats import bootstrap_ci
 
@@ -115,11 +115,6 @@ def _keep_cache(cache, keep:list, total:int):
     for layer in cache.layers:
         layer.keys = layer.keys.index_select(-2, idx.to(layer.keys.device))
         layer.values = layer.values.index_select(-2, idx.to(layer.values.device))
-
-def _cache_kw(model)->str:
-    "transformers 5 renames `past_key_values=` to `cache=`: use whichever this version takes."
-    import inspect
-    return 'cache' if 'cache' in inspect.signature(model.forward).parameters else 'past_key_values'
 
 # %% ../nbs/03_engine.ipynb #3503d555
 def _probs(logits, temperature:float, top_p:float):
@@ -269,7 +264,7 @@ class Session:
     @torch.no_grad()
     def _target(self, ids, positions, mask=None, phase='extend'):
         "Target forward over `ids` at `positions` through the KV cache: (logits [n, V], aux features [1, n, k*H])."
-        kw = {_cache_kw(self.pair.target): self.target_cache}
+        kw = {cache_kw(self.pair.target): self.target_cache}
         dev = next(self.pair.target.parameters()).device
         x, pos = torch.tensor([ids], device=dev), torch.tensor([positions], device=dev)
         with self._phase(phase, positions, ids):
@@ -389,7 +384,7 @@ def summarize(runs:list, # one list of StepResults per prompt
 def greedy_reference(target, prompt_ids:list, n:int)->list:
     "Target-only greedy decoding of `n` tokens after `prompt_ids` (KV cache, one token per forward)."
     from transformers import DynamicCache
-    cache, kw = DynamicCache(), _cache_kw(target)
+    cache, kw = DynamicCache(), cache_kw(target)
     dev = next(target.parameters()).device
     ids, out = list(prompt_ids), []
     x = torch.tensor([ids], device=dev)

@@ -29,16 +29,16 @@ def _color(stage:str)->str:
     return '#333333'
 
 # %% ../nbs/05_figures.ipynb #19a1a1a0
-def _records(x)->list:
+def _records_in(x)->list:
     "The records inside a Capture, Session, phase result, record dict, or a list of any of these."
     if x is None: return []
     if isinstance(x, Record): return [x]
     if isinstance(x, dict): return [Record.from_dict(x)]
-    if hasattr(x, 'history') and hasattr(x, 'capture'): return _records(x.capture)          # Session
+    if hasattr(x, 'history') and hasattr(x, 'capture'): return _records_in(x.capture)          # Session
     if hasattr(x, 'records') and not isinstance(x, (list, tuple)): return list(x.records)  # Capture
     if hasattr(x, 'captures'): return list(x.captures)                                       # phase result
-    if hasattr(x, 'draft') and hasattr(x, 'verify'): return _records(x.draft) + _records(x.verify)  # StepResult
-    return [r for item in x for r in _records(item)]
+    if hasattr(x, 'draft') and hasattr(x, 'verify'): return _records_in(x.draft) + _records_in(x.verify)  # StepResult
+    return [r for item in x for r in _records_in(item)]
 
 def _tensor(r):
     "The record's tensor (full or disk mode), or None in stats mode."
@@ -57,7 +57,7 @@ def setup_offline_plotly()->str|None: # the renderer set, or None outside IPytho
     return pio.renderers.default
 
 # %% ../nbs/05_figures.ipynb #b8156ae7
-def _first(recs, point, phase, cycle):
+def _first_record(recs, point, phase, cycle):
     return next((r for r in recs if r.point == point and r.phase == phase and r.cycle == cycle), None)
 
 def _stage(name, stats, positions, color, note='', kind='draft'):
@@ -71,7 +71,7 @@ def _stage(name, stats, positions, color, note='', kind='draft'):
 # %% ../nbs/05_figures.ipynb #11eed190
 def _pipeline_data(records, phase='extend', cycle=None, wiring=None, training=None)->dict:
     "The stages of one phase in pipeline order, each with per-token norms and summary statistics."
-    recs = _records(records)
+    recs = _records_in(records)
     tphase, dphase = phase_pair(phase)
     if cycle is None:
         cs = [r.cycle for r in recs if r.phase == tphase] or [r.cycle for r in recs if r.phase == dphase]
@@ -88,7 +88,7 @@ def _pipeline_data(records, phase='extend', cycle=None, wiring=None, training=No
         r = resid.get(k)
         if r is None: stages.append(_stage(f'target.resid[{k}]', {}, None, _color(f'target.resid[{k}]'), 'not captured', 'target'))
         else: stages.append(_stage(r.point, r.stats, r.positions, _color(r.point), kind='target'))
-    fcin = _first(recs, 'draft.fc.in', dphase, cycle)
+    fcin = _first_record(recs, 'draft.fc.in', dphase, cycle)
     if fcin is not None:
         width = next(iter(resid.values())).shape[-1] if resid else None
         n = len(wiring) if wiring is not None else (fcin.shape[-1] // width if width and fcin.shape[-1] % width == 0 else None)
@@ -107,7 +107,7 @@ def _pipeline_data(records, phase='extend', cycle=None, wiring=None, training=No
             stages.append(_stage('draft.fc.in', fcin.stats, fcin.positions, '#333333',
                                  'all chunks (per-chunk norms need full mode)' if t is None else '', 'chunk'))
     for p in draft_stages():
-        if (r := _first(recs, p, dphase, cycle)) is not None: stages.append(_stage(p, r.stats, r.positions, _color(p)))
+        if (r := _first_record(recs, p, dphase, cycle)) is not None: stages.append(_stage(p, r.stats, r.positions, _color(p)))
     for s in stages: s['training'] = (training or {}).get(s['stage'])
     if not stages: raise ValueError(f"no pipeline stages captured in {tphase!r}/{dphase!r} cycle {cycle}")
     return dict(target_phase=tphase, draft_phase=dphase, cycle=cycle, stages=stages)
@@ -216,7 +216,7 @@ def presence_table(records, # a Capture, Session, phase result(s) or list of rec
                    expected=None, # point -> set of phases where it should fire (see `expected_presence`)
                   )->dict: # points, phases, counts[point][phase], status, missing and unexpected cells
     "How many times each hook point fired in each phase, judged against an expectation."
-    recs, expected = _records(records), expected or {}
+    recs, expected = _records_in(records), expected or {}
     counts = Counter((r.point, r.phase) for r in recs)
     points = sorted({r.point for r in recs} | set(expected), key=point_key)
     phases = sorted({r.phase for r in recs} | {ph for v in expected.values() for ph in v}, key=phase_key)
@@ -311,7 +311,7 @@ def _values(label, x, max_values):
 
 def _distribution_data(records, points=None, phase=None, max_values=20000)->list:
     "One entry per stage (and per fc.in chunk): all values when tensors were kept, pooled statistics otherwise."
-    recs = _records(records)
+    recs = _records_in(records)
     okp, okh = any_matcher(points), any_matcher(phase)
     sel = [r for r in recs if okp(r.point) and okh(r.phase)]
     if not sel: raise ValueError(f"no records match points={points!r}, phase={phase!r}")
@@ -384,7 +384,7 @@ def distribution_figure(records, # a Capture, Session, phase result(s) or list o
 # %% ../nbs/05_figures.ipynb #6c5a17a8
 def _layer_profile_data(records, phase='extend', n_layers=None, wired=None, trained=None, recommended=None)->dict:
     by_k = {}
-    for r in sorted((r for r in _records(records) if r.phase == phase and resid_k(r.point) is not None), key=lambda r: r.cycle):
+    for r in sorted((r for r in _records_in(records) if r.phase == phase and resid_k(r.point) is not None), key=lambda r: r.cycle):
         by_k.setdefault(resid_k(r.point), r)
     if not by_k: raise ValueError(f"no target.resid[k] records in phase {phase!r}; capture 'target.resid[*]'")
     ks = sorted(by_k)

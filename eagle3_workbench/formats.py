@@ -12,7 +12,8 @@ from .conventions import TRAINERS
 from .draft import ModelLoadError, DraftConfig
 
 # %% auto #0
-__all__ = ['PICKLED', 'Provenance', 'some_of', 'detect_provenance', 'flatten_config', 'canonical_keys', 'dequantize']
+__all__ = ['PICKLED', 'FP8_DTYPES', 'Provenance', 'some_of', 'detect_provenance', 'flatten_config', 'canonical_keys',
+           'dequantize']
 
 # %% ../nbs/01a_formats.ipynb #79f4eda0
 @dataclass
@@ -151,7 +152,7 @@ def canonical_keys(sd:dict, c:DraftConfig)->dict:
     return out
 
 # %% ../nbs/01a_formats.ipynb #11c1ac6c
-_FP8 = tuple(getattr(torch, n) for n in ('float8_e4m3fn', 'float8_e5m2', 'float8_e4m3fnuz', 'float8_e5m2fnuz') if hasattr(torch, n))
+FP8_DTYPES = tuple(getattr(torch, n) for n in ('float8_e4m3fn', 'float8_e5m2', 'float8_e4m3fnuz', 'float8_e5m2fnuz') if hasattr(torch, n))   # the FP8 dtypes this torch has
 _SCALES = ('weight_scale', 'weight_scale_inv')
 _ACT_SCALES = ('input_scale', 'output_scale', 'k_scale', 'v_scale')
 _UNSUPPORTED_Q = ('weight_scale_2', 'weight_global_scale', 'weight_zero_point', 'weight_packed', 'weight_shape', 'weight_g_idx',
@@ -198,10 +199,10 @@ def dequantize(sd:dict, # weight name -> tensor, as read from the files
         elif leaf in _SCALES:
             w = k[:-len(leaf)] + 'weight'
             if w not in sd: raise ModelLoadError(f"{source}: {k} scales {w}, which the checkpoint does not have")
-            if sd[w].dtype not in _FP8: raise ModelLoadError(f"{source}: {k} scales {w}, which is {sd[w].dtype}, expected an FP8 tensor")
+            if sd[w].dtype not in FP8_DTYPES: raise ModelLoadError(f"{source}: {k} scales {w}, which is {sd[w].dtype}, expected an FP8 tensor")
             out[w] = sd[w].float() * _scale_grid(sd[w], sd[k], block, k, source)
             del out[k]; done.append(f"{w} ({leaf})")
-    if left := [k for k, v in out.items() if v.dtype in _FP8]:
+    if left := [k for k, v in out.items() if v.dtype in FP8_DTYPES]:
         raise ModelLoadError(f"{source}: {left[0]} is {out[left[0]].dtype} with no weight_scale or weight_scale_inv: its values cannot be read without one")
     note = f"dequantized {len(done)} FP8 weight{'s' * (len(done) != 1)}: {some_of(done, 2)}" if done else ''
     if act:

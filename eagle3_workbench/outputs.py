@@ -202,7 +202,7 @@ _SGL_ACCEPTED = ('spec_num_correct_drafts', 'spec_accepted_drafts', 'spec_accept
 _SGL_PROPOSED = ('spec_num_proposed_drafts', 'spec_proposed_drafts', 'spec_draft_token_num')
 _SGL_HIST = ('spec_correct_drafts_histogram', 'spec_accept_histogram')
 
-def _first(d:dict, keys:tuple): return next((d[k] for k in keys if d.get(k) is not None), None)
+def _first_given(d:dict, keys:tuple): return next((d[k] for k in keys if d.get(k) is not None), None)
 
 def read_sglang_responses(src, # SGLang /generate responses (an object, a list, JSON lines): path or text
                          )->Observed:
@@ -212,7 +212,7 @@ def read_sglang_responses(src, # SGLang /generate responses (an object, a list, 
     for r in _json_items(text, name):
         m = r.get('meta_info') if isinstance(r, dict) else None
         if not m or not m.get('spec_verify_ct'): continue
-        v, acc, prop, hist = int(m['spec_verify_ct']), _first(m, _SGL_ACCEPTED), _first(m, _SGL_PROPOSED), _first(m, _SGL_HIST)
+        v, acc, prop, hist = int(m['spec_verify_ct']), _first_given(m, _SGL_ACCEPTED), _first_given(m, _SGL_PROPOSED), _first_given(m, _SGL_HIST)
         if acc is None and hist: acc = sum(j * c for j, c in enumerate(hist))
         if prop: k = max(k, round(prop / v))
         group = (_hist_group(hist) if hist else [1 + acc / v] * v if acc is not None

@@ -11,7 +11,7 @@ from .draft import DraftCache, Eagle3Draft
 from .loading import target_parts
 
 # %% auto #0
-__all__ = ['ResidStates', 'resid_forward', 'aux_features', 'ttt_forward', 'agreement_per_window']
+__all__ = ['ResidStates', 'resid_forward', 'aux_features', 'cache_kw', 'ttt_forward', 'agreement_per_window']
 
 # %% ../nbs/01d_teacher.ipynb #432d3384
 class ResidStates(tuple):
@@ -40,6 +40,12 @@ def aux_features(states, # `ResidStates` (resid[0..N]), or a model's plain `hidd
         raise ValueError(f"resid{list(resid_layers)}: " + (f"a {n}-layer target has resid[0..{n}]" if top == n else
                          f"resid[{n}] is not in transformers' hidden_states (its last entry is after the final norm): use `resid_forward`"))
     return torch.cat([states[k] if k is not None else torch.zeros_like(states[0]) for k in resid_layers], -1)
+
+# %% ../nbs/01d_teacher.ipynb #0fa0b455
+def cache_kw(model)->str:
+    "The name of the KV-cache argument of `model.forward`: 'cache' (transformers 5) or 'past_key_values'."
+    import inspect
+    return 'cache' if 'cache' in inspect.signature(model.forward).parameters else 'past_key_values'
 
 # %% ../nbs/01d_teacher.ipynb #f08b15cc
 def ttt_forward(draft:Eagle3Draft, features, input_ids, steps:int)->list:

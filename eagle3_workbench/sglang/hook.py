@@ -255,7 +255,7 @@ def flush_all():
 atexit.register(flush_all);
 
 # %% ../../nbs/02c_sglang_hook.ipynb #10153013
-def _records(role:str, name:str, args, output, cfg:dict)->list:
+def _make_records(role:str, name:str, args, output, cfg:dict)->list:
     "(record, tensor kept or None) for each point module `name` yields; the pass stamps the rest when it closes."
     out = []
     for point, how in module_points(role, name, cfg.get('n_layers')):
@@ -292,7 +292,7 @@ class _Hook:
         p = s.pass_for(role, module, self.cfg['sample_rate'])
         if not p.sampled: return
         if not {'mode', 'positions'} & set(p.ev): p.learn(_evidence(name, args, self.cfg['max_tokens_per_record']))
-        p.items += _records(role, name, args, output, self.cfg)
+        p.items += _make_records(role, name, args, output, self.cfg)
 
 # %% ../../nbs/02c_sglang_hook.ipynb #c9b17daf
 _CONFIG = {'folder': "the top output folder, shared by all processes (required)",
