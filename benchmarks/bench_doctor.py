@@ -15,7 +15,7 @@ def breakdown(p, prompts, dump)->str:
     a = time.perf_counter()
     samples, _ = read_training_dump(dump); match_training_features(p, samples)
     from eagle3_workbench import search
-    search._TABLES.clear()   # cold, as the timed runs
+    search._PASSES.clear()   # cold, as the timed runs
     b = time.perf_counter()
     diagnose(p, prompts, training_dump=dump, accept=False)
     c = time.perf_counter()
@@ -47,7 +47,7 @@ def deep_rows(prompts, kw:dict, quick:bool=False)->list:
         cases = (('configured = the default', (1, 29, 57)), ('configured off the default', (9, 19, 39)))
         for label, ids in cases[:1 if quick else 2]:
             p = deep_pair(Path(tmp)/label.replace(' ', '_'), ids=ids)
-            search._TABLES.clear()   # cold: the target pass is part of the time
+            search._PASSES.clear()   # cold: the target pass is part of the time
             a = time.perf_counter()
             d = diagnose(p, prompts, **kw)
             x = time.perf_counter() - a
@@ -70,7 +70,7 @@ def run(quick:bool=False)->dict:
     verdict = {}
     for r in range(reps):
         for which in (('with', 'without') if r % 2 == 0 else ('without', 'with')):
-            search._TABLES.clear()   # cold every time: the target pass is part of the verdict's time
+            search._PASSES.clear()   # cold every time: the target pass is part of the verdict's time
             a = time.perf_counter()
             d = diagnose(p, prompts, training_dump=dump if which == 'with' else None, **kw)
             res[which].append(time.perf_counter() - a)

@@ -41,7 +41,8 @@ def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, tr
     pair = load_pair(target, draft)
     n, k = pair.n_layers, pair.draft.config.num_aux
     t0 = time.perf_counter()
-    table = search.AgreementTable(pair, pool)
+    rec, seqs = search.target_pass(pair, pool)
+    table = search.AgreementTable(rec, pair.draft, seqs)
     readings = engine_readings(pair.draft.config.raw, n, pair.model_type)
     rows, gen = [], torch.Generator().manual_seed(seed)
     subsets = {m: [torch.randperm(len(pool), generator=gen)[:m] for _ in range(trials)] for m in sizes}

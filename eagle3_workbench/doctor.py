@@ -16,10 +16,11 @@ from .variants import variant_problems
 from .capture import Capture
 from .records import load_tensor
 from .dumps import read_dump
-from .engine import Session
+from .recording import Recording
+from .engine import Session, SpecSettings
 from .prompts import check_prompts, read_prompts
 from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, holm_threshold, ALPHA,
-                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths)
+                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, AgreementTable)
 
 # %% auto #0
 __all__ = ['static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump', 'match_training_features',
@@ -226,16 +227,19 @@ def match_training_features(pair, samples:list)->tuple:
                                "the dump was made with another tokenizer", dict(max_id=top, vocab=vocab)))
         else: usable.append(s)
     if not usable: return None, out
+    try: rec, seqs = target_pass(pair, [s['input_ids'].tolist() for s in usable])   # the target's resid on the samples' tokens
+    except ValueError as e:   # a recording without the samples
+        return None, out + [Finding('DUMP_INVALID', 'error', f"the samples' token ids are not in the recording ({e}): record them with the "
+                                    "prompts (record --training-dump DIR)", dict(samples=len(usable)))]
     cos_sum, err_sum, tokens = torch.zeros(k, n + 1), torch.zeros(k, n + 1), 0
-    dev = next(pair.target.parameters()).device
-    for s in usable:
-        ids = s['input_ids'][None].to(dev)
-        with Capture(pair.target, points=['target.resid[*]'], mode='full') as cap: pair.target(input_ids=ids)
-        layers = torch.stack([cap.select(f'target.resid[{j}]')[0].tensor[0].float() for j in range(n + 1)])   # [N+1, T, H]
+    for s, i in zip(usable, seqs):
+        T = s['input_ids'].numel()
+        layers = torch.stack([rec.resid(j, i)[:T].float() if j in rec.layers else torch.full((T, H), float('nan')) for j in range(n + 1)])   # [N+1, T, H]
         for c, chunk in enumerate(s['aux'].chunk(k, -1)):
             cos_sum[c] += torch.nn.functional.cosine_similarity(chunk[None], layers, dim=-1).sum(-1)
             err_sum[c] += ((chunk[None] - layers).norm(dim=-1) / layers.norm(dim=-1).clamp(min=1e-6)).sum(-1)
-        tokens += ids.shape[1]
+        tokens += T
+    cos_sum, err_sum = cos_sum.nan_to_num(-2.0), err_sum.nan_to_num(float('inf'))   # a layer not recorded matches nothing
     cos, err = cos_sum / tokens, err_sum / tokens
     best = cos.argmax(1).tolist()
     ident = [bool(err[c, b] < 0.05) for c, b in enumerate(best)]
@@ -262,13 +266,17 @@ def _identified(sim)->tuple|None:
 # %% ../nbs/04a_doctor.ipynb #ff12e2e6
 @torch.no_grad()
 def _nonfinite(pair, prompt, wiring)->list:
-    "Run one extend and one cycle with stats capture on every stage; report stages with NaN or Inf."
-    with Capture(pair.target, pair.draft, points=['target.resid[*]', 'target.logits', 'draft.*'], mode='stats') as cap:
+    "Run one extend and one cycle with stats capture on every stage; report stages with NaN or Inf (a recorded target: its recorded resid)."
+    live = not isinstance(pair.target, Recording)
+    with Capture(pair.target if live else None, pair.draft, points=(['target.resid[*]', 'target.logits'] if live else []) + ['draft.*'], mode='stats') as cap:
         s = Session(pair, wiring=wiring, capture=cap, speculative_num_steps=2)
         s.extend(prompt); s.step()
     bad = {}
     for r in cap.records:
         if r.stats.get('nan') or r.stats.get('inf'): bad.setdefault(r.point, set()).add(r.phase)
+    if not live:   # the target's side: the recorded layers fed, along the recorded prompt
+        for k in {k for k in wiring if k is not None}:
+            if not bool(pair.target.resid(k, s.target.seq).float().isfinite().all()): bad.setdefault(f'target.resid[{k}]', set()).add('recorded')
     if not bad: return []
     first = sorted(bad)[0]
     return [Finding('NONFINITE', 'error', f"NaN or Inf in {len(bad)} captured stage(s), first {first} in {sorted(bad[first])}",
@@ -499,7 +507,7 @@ def _seeds(configured, n:int, readings, trained)->dict:
     return {k: tuple(w) for k, w in s.items() if w}
 
 def diagnose(pair, # a loaded `Pair`
-             prompts:list|None=None, # held-out texts; default: the zoo's
+             prompts:list|None=None, # held-out texts or token ids; default: the zoo's (a recorded pair: the prompts it recorded)
              training_dump=None, # a SpecForge or speculators dump folder, the strongest evidence
              engine=None, # whose reading of the config is deployed: an `Engine` or a name, optionally a release ('sglang==0.5.6'); default: the pair's
              wiring=None, # what the deployment actually feeds, if known (overrides the config reading)
@@ -516,8 +524,14 @@ def diagnose(pair, # a loaded `Pair`
     engine = Engine.parse(engine if engine is not None else pair.wiring.engine, 'engine')
     if wiring is not None and len(tuple(wiring)) != pair.draft.config.num_aux:
         raise ValueError(f"wiring {list(wiring)}: the draft takes {pair.draft.config.num_aux} aux chunks, got {len(tuple(wiring))}")
-    prompts = prompts if prompts is not None else read_prompts()
+    recorded = isinstance(pair.target, Recording)
+    prompts = prompts if prompts is not None else recorded_prompts(pair.target) if recorded else read_prompts()
     check_prompts(pair, list(prompts) + ([deployment_prompt] if isinstance(deployment_prompt, str) else []), steps=None)   # before any work
+    cont = accept_tokens + SpecSettings().speculative_num_steps + 2   # the continuation the accept-length chains need
+    have = min((pair.target.sequences[i]['tokens'] - pair.target.prompt_len(i) for i in range(len(pair.target.sequences))), default=0) if recorded else cont
+    accept_note = None if not accept or have >= cont else f"not measured: the recording holds {have} continuation tokens per prompt, {cont} are needed"
+    accept = accept and accept_note is None
+    rec, seqs = target_pass(pair, prompts, cont if accept else 0)   # the target's pass, recorded now or read from the pair's recording
     bar = tqdm(total=1 + (training_dump is not None) + bool(accept), desc='doctor', disable=not progress, leave=False)
     stage = lambda what: (bar.set_postfix_str(what, refresh=False), bar.update())   # a step done, the next named
     readings = engine_readings(pair.draft.config.raw, n, mtype)
@@ -527,15 +541,18 @@ def diagnose(pair, # a loaded `Pair`
         if training_dump is not None:
             bar.set_postfix_str('training dump'); ev.training_match, ev.dump_findings = training_dump_match(pair, training_dump); stage('wiring search')
         else: bar.set_postfix_str('wiring search')
-        ev.sweep = wiring_sweep(pair, prompts, _seeds(ev.configured, n, readings, _identified(ev.training_match)),
+        table = AgreementTable(rec, pair.draft, seqs)
+        ev.sweep = wiring_sweep(table, n, _seeds(ev.configured, n, readings, _identified(ev.training_match)),
                                 top=_top(pair, engine))   # resid[N] is a candidate only where this engine release captures it
         if ev.configured and any(f.code == 'VARIANT_IGNORED' for f in ev.findings):   # what the ignored keys cost, measured
-            ev.findings = _measured(ev.findings, variant_impact(pair, prompts, engine, ev.configured))
+            ev.findings = _measured(ev.findings, variant_impact(table, engine, ev.configured))
         resid = recommended_wiring(ev)   # the wiring to recommend, measured next
         if not any(f.code == 'VOCAB_MAP_INVALID' for f in ev.findings):
-            ev.nonfinite = _nonfinite(pair, prompts[0], resid)
+            ev.nonfinite = _nonfinite(pair, rec.tokens(seqs[0])[:rec.prompt_len(seqs[0])].tolist(), resid)
             if accept and not ev.nonfinite:
-                stage('accept length before / after'); ev.accept = accept_lengths(pair, prompts, ev.configured, resid, accept_prompts, accept_tokens)
+                stage('accept length before / after')
+                ev.accept = accept_lengths(rec, pair.draft, seqs, ev.configured, resid, accept_prompts, accept_tokens,
+                                           eos=getattr(pair.tokenizer, 'eos_token_id', None))
     verdict, findings, rec = decide(ev)
     bar.update(bar.total - bar.n); bar.close()   # every stage done: the bar ends full
     sw = ev.sweep
@@ -545,5 +562,5 @@ def diagnose(pair, # a loaded `Pair`
     return Diagnosis(verdict=verdict, findings=findings, recommendation=rec, configured=list(ev.configured) if ev.configured else None,
                      engine=engine, training_match=ev.training_match, deployment_match=ev.deployment_match,
                      sweep=sweep_rows(sw, ev.configured, rec.resid_layers if rec else None) if sw else None, search=search,
-                     accept_setup=ev.accept['setup'] if ev.accept else None, seconds=time.perf_counter() - t0,
+                     accept_setup=ev.accept['setup'] if ev.accept else accept_note, seconds=time.perf_counter() - t0,
                      draft=dict(trainer=pair.report.trainer, format=pair.report.format, provenance=pair.report.provenance))

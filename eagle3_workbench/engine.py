@@ -9,13 +9,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, asdict
 import torch
 from .draft import DraftCache
-from .teacher import resid_forward, aux_features, cache_kw
+from .teacher import ResidStates, resid_forward, aux_features, cache_kw
+from .recording import Recording
 from .prompts import check_prompts
 from .stats import bootstrap_ci
 
 # %% auto #0
-__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'Session', 'summarize',
-           'greedy_reference', 'RunReport', 'run_prompts']
+__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'LiveTarget',
+           'RecordedTarget', 'Session', 'summarize', 'greedy_reference', 'RunReport', 'run_prompts']
 
 # %% ../nbs/03_engine.ipynb #b80f7f73
 @dataclass
@@ -202,6 +203,66 @@ def _walk(nodes:list, # `_propose`'s nodes
             if nxt is None: return path, t, choices, tprobs
         path.append(nxt); cur = nxt
 
+# %% ../nbs/03_engine.ipynb #71114167
+class LiveTarget:
+    "The loaded target: one forward per phase through its KV cache."
+    def __init__(self, model):
+        from transformers import DynamicCache
+        self.model, self._cache_cls = model, DynamicCache
+        p = next(model.parameters()); self.device, self.dtype = p.device, p.dtype
+        self.reset()
+    def reset(self): self.cache = self._cache_cls()
+    @torch.no_grad()
+    def forward(self, ids, positions, mask=None)->tuple: # (logits [n, V], `ResidStates`)
+        x, pos = torch.tensor([ids], device=self.device), torch.tensor([positions], device=self.device)
+        out, hs = resid_forward(self.model, input_ids=x, position_ids=pos, use_cache=True, **{cache_kw(self.model): self.cache},
+                                attention_mask=None if mask is None else mask.to(self.device, self.dtype))
+        return out.logits[0], hs
+    def keep(self, keep:list, total:int): _keep_cache(self.cache, keep, total)
+    def cached(self)->int: return self.cache.get_seq_length()
+
+class _RecordedStates(ResidStates):
+    "resid[0..N] of some rows of a recorded sequence, read from the recording only when a wiring asks for a layer."
+    def __new__(cls, rec, seq:int, rows, on, dtype):
+        self = super().__new__(cls, [None] * (rec.n_layers + 1)); self._a = (rec, seq, rows, on, dtype); return self
+    def __getitem__(self, k):
+        rec, seq, rows, on, dtype = self._a
+        t = rec.resid(k, seq)[rows.clamp(max=rec.sequences[seq]['tokens'] - 1)].to(dtype)
+        return t.masked_fill(~on[:, None], float('nan'))[None]
+
+class RecordedTarget:
+    "A recording answering the session's forwards: greedy decoding of the prompts it recorded."
+    def __init__(self, rec:Recording, dtype=torch.float32):
+        self.rec, self.dtype, self.device = rec, dtype, torch.device('cpu')
+        kind = rec.manifest['logits']
+        self.vocab_ids = None if kind['kind'] == 'full' else torch.tensor(kind['vocab_ids'])
+        self.reset()
+    def reset(self): self.seq, self.n = None, 0
+    def limit(self)->int|None: return None if self.seq is None else self.rec.sequences[self.seq]['tokens']   # positions recorded
+    def _on_path(self, toks, ids, pos, mask)->torch.Tensor:
+        "Rows whose token and every ancestor's token are the recorded ones at their positions."
+        on = [p < len(toks) and int(toks[p]) == t for t, p in zip(ids, pos)]
+        if mask is not None:
+            seen = mask[0, 0, :, -len(ids):] == 0   # [n, n]: row i sees its ancestors and itself
+            on = [on[i] and all(on[j] for j in range(i) if seen[i, j]) for i in range(len(ids))]
+        return torch.tensor(on)
+    def forward(self, ids, positions, mask=None)->tuple: # (logits [n, V], resid states), NaN off the recorded sequence
+        if positions[0] == 0:   # an extend: the prompt must be one of the recording's
+            self.seq = next((i for i, s in enumerate(self.rec.sequences) if s['prompt_tokens'] == len(ids)
+                             and self.rec.tokens(i)[:len(ids)].tolist() == list(ids)), None)
+            if self.seq is None: raise ValueError("this prompt is not in the recording: a recorded target answers only the prompts it recorded")
+        toks, P = self.rec.tokens(self.seq), self.rec.sequences[self.seq]['prompt_tokens']
+        rows, on = torch.tensor(positions), self._on_path(toks, ids, positions, mask)
+        got = self.rec.logits(self.seq)[rows.clamp(max=len(toks) - 1)].float()
+        if self.vocab_ids is not None:   # the kept ids only: the rest as never chosen
+            full = torch.full((len(ids), self.rec.vocab_size), float('-inf')); full[:, self.vocab_ids] = got; got = full
+        nxt = rows + 1   # a continuation position answers with the token the recording holds after it
+        emit = on & (rows >= P - 1) & (nxt < len(toks))
+        got[emit, toks[nxt[emit]]] = got[emit].max(-1).values + 1e-3
+        return got.masked_fill(~on[:, None], float('nan')), _RecordedStates(self.rec, self.seq, rows, on, self.dtype)
+    def keep(self, keep:list, total:int): pass
+    def cached(self)->int: return 0
+
 # %% ../nbs/03_engine.ipynb #24cd33cb
 def _configured_wiring_error(pair, n:int)->str:
     "Why the draft config's ids give the draft fewer chunks than it takes: the config file, the ids, the layer count."
@@ -223,23 +284,30 @@ class Session:
         self.wiring = self._check_wiring(pair.wiring.resid_layers if wiring is None else wiring, configured=wiring is None)
         self.gen = torch.Generator().manual_seed(self.settings.seed)  # seeded once: later prompts draw fresh samples
         self.max_positions = pair.target.config.max_position_embeddings
+        dt = next(pair.draft.parameters()).dtype
+        self.target = RecordedTarget(pair.target, dt) if isinstance(pair.target, Recording) else LiveTarget(pair.target)
+        self._greedy_only(self.settings)
         self.reset()
 
     def reset(self):
         "Forget the sequence and caches; keep settings and wiring."
-        from transformers import DynamicCache
         self.tokens, self.history, self.cycle = [], [], -1
-        self.target_cache, self.draft_cache = DynamicCache(), DraftCache()
+        self.target.reset(); self.draft_cache = DraftCache()
         self._last, self._draft = None, None
         return self
 
     def configure(self, wiring=None, **settings):
         "Change settings or wiring; on a bad value raise and leave the session as it was."
-        new = SpecSettings(**{**asdict(self.settings), **settings}).checked(self.pair.draft.config.draft_vocab_size)
+        new = self._greedy_only(SpecSettings(**{**asdict(self.settings), **settings}).checked(self.pair.draft.config.draft_vocab_size))
         w = self._check_wiring(wiring) if wiring is not None else self.wiring
         if new.seed != self.settings.seed: self.gen = torch.Generator().manual_seed(new.seed)
         self.settings, self.wiring = new, w
         return self
+
+    def _greedy_only(self, s:SpecSettings)->SpecSettings:
+        if s.temperature and isinstance(self.target, RecordedTarget):
+            raise ValueError(f"temperature={s.temperature}: a recorded target answers greedy decoding only (temperature 0)")
+        return s
 
     def _check_wiring(self, w, configured=False):
         n, w = self.n_layers, tuple(w)
@@ -263,13 +331,9 @@ class Session:
 
     @torch.no_grad()
     def _target(self, ids, positions, mask=None, phase='extend'):
-        "Target forward over `ids` at `positions` through the KV cache: (logits [n, V], aux features [1, n, k*H])."
-        kw = {cache_kw(self.pair.target): self.target_cache}
-        dev = next(self.pair.target.parameters()).device
-        x, pos = torch.tensor([ids], device=dev), torch.tensor([positions], device=dev)
-        with self._phase(phase, positions, ids):
-            out, hs = resid_forward(self.pair.target, input_ids=x, position_ids=pos, attention_mask=mask, use_cache=True, **kw)
-        return out.logits[0], aux_features(hs, self.wiring)
+        "Target forward over `ids` at `positions` through its cache: (logits [n, V], aux features [1, n, k*H])."
+        with self._phase(phase, positions, ids): logits, hs = self.target.forward(ids, positions, mask)
+        return logits, aux_features(hs, self.wiring)
 
     @torch.no_grad()
     def _draft_fwd(self, x, ids, positions, mask=None, from_target=True, phase='draft_extend'):
@@ -326,11 +390,10 @@ class Session:
         nodes, past, root = self._draft, len(self.tokens) - 1, self.tokens[-1]
         n0, t0 = self._n_records(), time.perf_counter()
         ids, pos = [root] + [n['token'] for n in nodes], [past] + [past + n['depth'] for n in nodes]
-        p = next(self.pair.target.parameters())
-        mask = tree_mask([-1] + [n['parent'] + 1 for n in nodes], past, p.device)
-        logits, feats = self._target(ids, pos, mask.to(p.dtype), phase='verify')
+        mask = tree_mask([-1] + [n['parent'] + 1 for n in nodes], past)
+        logits, feats = self._target(ids, pos, mask, phase='verify')
         path, bonus, choices, tprobs = _walk(nodes, logits, self.settings, self.gen)
-        _keep_cache(self.target_cache, list(range(past)) + [past + i for i in path], past + len(ids))
+        self.target.keep(list(range(past)) + [past + i for i in path], past + len(ids))
         t1 = time.perf_counter()
         accepted = [ids[i] for i in path[1:]]
         self.draft_cache.crop(past)
@@ -354,23 +417,25 @@ class Session:
         if prompt is not None: self.extend(prompt)
         if self._last is None: raise RuntimeError("call extend(prompt) first, or pass prompt=")
         eos, start, out = getattr(self.pair.tokenizer, 'eos_token_id', None), len(self.tokens), []
+        limit = min(self.max_positions, getattr(self.target, 'limit', lambda: None)() or self.max_positions)   # a recording: what it holds
         while len(self.tokens) - start < max_new_tokens and (eos is None or eos not in self.tokens[start-1:]):
-            if len(self.tokens) + self.settings.speculative_num_steps + 2 > self.max_positions: break
+            if len(self.tokens) + self.settings.speculative_num_steps + 2 > limit: break
             out.append(self.step())
         return out
 
 # %% ../nbs/03_engine.ipynb #67074a0d
-def summarize(runs:list, # one list of StepResults per prompt
+def summarize(runs:list, # one list per prompt: StepResults, or accept lengths (ints, e.g. computed from a recording)
               steps:int, # speculative_num_steps used
              )->dict:
     "Accept length with a bootstrap interval, per-position acceptance, accept rate, token and time totals."
-    per = [[r.verify.accept_length for r in run] for run in runs]
+    per = [[r if isinstance(r, int) else r.verify.accept_length for r in run] for run in runs]
     flat = [a for p in per for a in p]
     cycles = len(flat)
     acc = [a - 1 for a in flat]
     seconds = {}
     for run in runs:
         for r in run:
+            if isinstance(r, int): continue   # no phases were timed
             for ph, t in {**r.draft.seconds, **r.verify.seconds}.items(): seconds[ph] = seconds.get(ph, 0) + t
     tokens = sum(flat)
     total = sum(seconds.values())
@@ -421,6 +486,8 @@ def run_prompts(pair, prompts:list, # texts or token-id lists
         runs.append(s.run(max_new_tokens))
         outputs.append(s.tokens[len(s.history[0].prompt_ids):])
         if check_lossless and not s.settings.temperature:
-            ref = greedy_reference(pair.target, s.history[0].prompt_ids, len(outputs[-1]))
+            P = len(s.history[0].prompt_ids)
+            ref = s.target.rec.tokens(s.target.seq)[P:P + len(outputs[-1])].tolist() if isinstance(s.target, RecordedTarget) else \
+                  greedy_reference(pair.target, s.history[0].prompt_ids, len(outputs[-1]))
             lossless = (lossless is not False) and ref == outputs[-1]
     return RunReport(summarize(runs, s.settings.speculative_num_steps), list(s.wiring), asdict(s.settings), lossless, outputs, runs)

@@ -13,7 +13,7 @@ from .teacher import resid_forward, cache_kw
 
 # %% auto #0
 __all__ = ['FORMAT', 'VERSION', 'MANIFEST', 'BORROWED', 'MappedSafetensors', 'Recording', 'RecordingWriter', 'is_recording',
-           'open_recording', 'greedy_continuations', 'record']
+           'open_recording', 'greedy_continuations', 'record', 'recorded_pair']
 
 # %% ../nbs/02i_recording.ipynb #4a721f68
 _DTYPES = {'F64': torch.float64, 'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16, 'I64': torch.int64,
@@ -45,6 +45,20 @@ class MappedSafetensors:
         return torch.frombuffer(self.map, dtype=dt, count=n, offset=self.start + a).view(h['shape'])
 
 # %% ../nbs/02i_recording.ipynb #9dbe8c00
+class _StandIn:
+    "What `loading.target_parts` asks of a target, for a recording: the borrowed embedding and head, and N layer slots."
+    def __init__(self, rec, dtype):
+        from types import SimpleNamespace
+        e, h = rec.embedding(), rec.lm_head()
+        emb = None if e is None else torch.nn.Embedding.from_pretrained(e.to(dtype), freeze=True)
+        self.decoder = SimpleNamespace(embed_tokens=emb, layers=[None] * rec.n_layers, norm=None)
+        self.head = None
+        if h is not None:
+            self.head = torch.nn.Linear(h.shape[1], h.shape[0], bias=False, dtype=dtype).requires_grad_(False)
+            self.head.weight.data = h.to(dtype)
+    def get_decoder(self): return self.decoder
+    def get_output_embeddings(self): return self.head
+
 FORMAT, VERSION = 'eagle3-workbench-recording', 1
 MANIFEST, BORROWED = 'manifest.json', 'borrowed.safetensors'
 
@@ -59,7 +73,9 @@ class Recording:
     shards: list                                # per shard: a `MappedSafetensors` or an in-memory dict of tensors
     borrowed: object = None                     # the embedding (and head): mapped, in memory, or None
     folder: Path|None = None                    # where it was read from; None: made in memory
+    tokenizer_object: object = field(default=None, repr=False)   # an in-memory recording keeps the tokenizer it was made with
     _config: object = field(default=None, repr=False)
+    _parts: dict = field(default_factory=dict, repr=False)
 
     @property
     def target(self)->dict: return self.manifest['target']
@@ -105,6 +121,12 @@ class Recording:
         for i, s in enumerate(self.sequences):
             if s['tokens'] >= len(ids) and torch.equal(self.tokens(i)[:len(ids)].long(), ids): return i
         return None
+    def stand_in(self, dtype=torch.float32)->_StandIn:
+        "What `loading.target_parts` reads of a target (the borrowed embedding and head, N layer slots), for loading a draft against it."
+        if dtype not in self._parts: self._parts[dtype] = _StandIn(self, dtype)
+        return self._parts[dtype]
+    def get_decoder(self): return self.stand_in().get_decoder()                  # so `target_parts(recording)` answers
+    def get_output_embeddings(self): return self.stand_in().get_output_embeddings()
     def embedding(self)->torch.Tensor|None: return None if self.borrowed is None else self.borrowed.get('embed_tokens')
     def lm_head(self)->torch.Tensor|None:
         return self.borrowed.get('lm_head') if self.borrowed is not None and 'lm_head' in self.borrowed.keys() else None
@@ -361,10 +383,42 @@ def record(target, # a transformers causal LM (`load_target`), or a `Pair` (its 
     parts = target_parts(target)
     borrowed = {k: (parts['embed'] if k == 'embed_tokens' else parts['lm_head']).weight.detach().to(dtype).cpu() for k in borrow}
     if w:
+        if tokenizer is not None and hasattr(tokenizer, 'save_pretrained'): tokenizer.save_pretrained(str(Path(out)/'tokenizer'))
         w.finish(borrowed)
         return open_recording(out, verify=False)
     for n, seqs in enumerate(memory):
         m['shards'].append(dict(file=None, bytes=None, sha256=None, sequences=len(seqs)))
         m['sequences'] += [dict(shard=n, row=r, tokens=len(s['tokens']), prompt_tokens=s['prompt_tokens'], kind=s['kind']) for r, s in enumerate(seqs)]
     m['complete'] = True
-    return Recording(m, [_Memory(_shard_tensors(seqs, layers)) for seqs in memory], _Memory(borrowed) if borrowed else None)
+    return Recording(m, [_Memory(_shard_tensors(seqs, layers)) for seqs in memory], _Memory(borrowed) if borrowed else None,
+                     tokenizer_object=tokenizer)
+
+# %% ../nbs/02i_recording.ipynb #cdd005cd
+def _draft_fits(rec:Recording, src)->None:
+    "A ValueError naming the draft's config when the recording is of another target than the draft's."
+    c, at = src.config, getattr(src.raw, 'source', None) or src.path
+    if c.target_hidden_size != rec.hidden_size:
+        raise ValueError(f"{at}: the draft's target has hidden size {c.target_hidden_size}, the recording's {rec.hidden_size}: a recording of another model")
+    if c.vocab_size != rec.vocab_size:
+        raise ValueError(f"{at}: the draft's target vocabulary is {c.vocab_size}, the recording's {rec.vocab_size}: a recording of another model")
+
+def recorded_pair(recording, # a `Recording`, or a recording folder
+                  draft, # the draft directory or `zoo:NAME`
+                  engine=None, # whose reading of the draft config decides the wiring (None: the default engine)
+                  dtype=torch.float32, threads:int|None=None, tokenizer=None):
+    "A `Pair` whose target is a recording: the draft loaded with what the recording kept, wired as `engine` reads it."
+    from eagle3_workbench.loading import read_draft, load_draft, load_tokenizer, Pair
+    from eagle3_workbench.wiring import resolve_wiring
+    from eagle3_workbench.threads import apply_threads
+    rec = recording if isinstance(recording, Recording) else open_recording(recording)
+    src = read_draft(draft)
+    _draft_fits(rec, src)
+    chosen = apply_threads(rec.hidden_size, threads)
+    dr, report = load_draft(src, target=rec.stand_in(dtype), dtype=dtype)
+    if tokenizer is None and rec.folder is not None and (rec.folder/'tokenizer').is_dir(): tokenizer = load_tokenizer(rec.folder/'tokenizer')
+    if tokenizer is None: tokenizer = rec.tokenizer_object   # an in-memory recording keeps the tokenizer it was made with
+    if tokenizer is not None and rec.manifest.get('tokenizer') and _tokenizer_identity(tokenizer) != rec.manifest['tokenizer']:
+        raise ValueError(f"the tokenizer given is not the one the recording was made with ({rec.manifest['tokenizer']['name']}, "
+                         f"{rec.manifest['tokenizer']['vocab_size']} tokens)")
+    wiring = resolve_wiring(src.raw, rec.n_layers, engine=engine, target_model_type=rec.model_type)
+    return Pair(rec, dr, tokenizer, str(rec.folder or 'recording in memory'), str(draft), wiring, report, chosen)

@@ -4,73 +4,198 @@
 
 # %% ../nbs/04_search.ipynb #5e0a1c04
 from __future__ import annotations
-import itertools, math
+import hashlib, itertools, json, math, os
 from dataclasses import dataclass
+from pathlib import Path
 import torch
-from .teacher import ttt_forward, aux_features, resid_forward
-from .engine import run_prompts, SpecSettings, summarize
+import torch.nn.functional as F
+from .draft import DraftCache
+from .loading import target_parts
+from .records import fingerprint
+from .teacher import ttt_forward
+from .recording import Recording, record, open_recording, RecordingWriter
+from .engine import SpecSettings, summarize
 from .stats import paired_change
 from .variants import served_draft
 
 # %% auto #0
-__all__ = ['EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'AgreementTable',
-           'search_wirings', 'Sweep', 'wiring_sweep', 'holm_threshold', 'beats', 'tied', 'enough_evidence',
-           'sweep_rows', 'variant_impact', 'accept_lengths']
+__all__ = ['CACHE_ENV', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS',
+           'target_fingerprint', 'token_ids', 'target_pass', 'recorded_prompts', 'AgreementTable', 'search_wirings',
+           'Sweep', 'wiring_sweep', 'holm_threshold', 'beats', 'tied', 'enough_evidence', 'sweep_rows',
+           'variant_impact', 'chain_accepts', 'accept_lengths']
 
 # %% ../nbs/04_search.ipynb #e8a4269b
-def _token_ids(pair, prompts)->list:
-    "Each prompt as token ids (texts tokenised without special tokens)."
-    return [pair.tokenizer(p, add_special_tokens=False)['input_ids'] if isinstance(p, str) else list(p) for p in prompts]
+_PASSES = []   # the last few (key, Recording) recorded in memory: repeated diagnoses of one target reuse its pass
+CACHE_ENV = 'EAGLE3_RECORDING_CACHE'   # a folder where in-process passes are kept across processes
 
+def target_fingerprint(target)->str:
+    "Who a loaded target is, cheaply: its config, and fingerprints of its embedding, head and every layer's first weight."
+    parts = target_parts(target)
+    ts = [parts['embed'].weight, parts['lm_head'].weight] + [next(l.parameters()) for l in parts['layers']]
+    cfg = json.dumps(target.config.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256((cfg + ''.join(fingerprint(t) for t in ts)).encode()).hexdigest()[:20]
+
+def token_ids(tokenizer, prompts:list)->list:
+    "Each prompt as token ids (texts tokenised without special tokens)."
+    return [tokenizer(p, add_special_tokens=False)['input_ids'] if isinstance(p, str) else [int(t) for t in p] for p in prompts]
+
+def _cached(key:str, make)->Recording:
+    "A recording by key: kept in memory (the last four), and in $EAGLE3_RECORDING_CACHE when set."
+    for k, r in _PASSES:
+        if k == key: return r
+    folder = Path(os.environ[CACHE_ENV])/key if os.environ.get(CACHE_ENV) else None
+    rec = None
+    if folder is not None and (folder/'manifest.json').is_file():
+        try: rec = open_recording(folder, verify=False)
+        except ValueError: rec = None   # unfinished or damaged: made again
+    if rec is None:
+        rec = make(None)
+        if folder is not None: _keep_on_disk(rec, folder)
+    _PASSES[:] = _PASSES[-3:] + [(key, rec)]
+    return rec
+
+def _keep_on_disk(rec:Recording, folder:Path):
+    "Write an in-memory recording into the cache folder under a temporary name, then rename it (another process may race)."
+    tmp = folder.parent/f"{folder.name}.tmp-{os.getpid()}"
+    w = RecordingWriter(tmp, dict(rec.manifest, complete=False, sequences=[], shards=[]))
+    for n in range(len(rec.shards)):
+        rows = [i for i, s in enumerate(rec.sequences) if s['shard'] == n]
+        w.add([dict(tokens=rec.tokens(i), greedy=rec.greedy(i), logits=rec.logits(i), prompt_tokens=rec.prompt_len(i),
+                    kind=rec.sequences[i]['kind'], resid={k: rec.resid(k, i) for k in rec.layers}) for i in rows])
+    w.finish({k: rec.borrowed.get(k) for k in rec.borrowed.keys()} if rec.borrowed is not None else {})
+    try: os.replace(tmp, folder)
+    except OSError: import shutil; shutil.rmtree(tmp, ignore_errors=True)   # another process kept it first
+
+def target_pass(pair, # a `Pair`: its target loaded, or a recording
+                prompts:list, # texts or token-id lists
+                continuation:int=0, # greedy continuation each prompt needs recorded (accept length); 0: the prompts alone
+               )->tuple: # (Recording, the sequence of each prompt in it)
+    "The target's recorded pass on `prompts`: the pair's own recording, or recorded now in memory (and kept)."
+    ids = token_ids(pair.tokenizer, prompts) if pair.tokenizer is not None else [list(p) for p in prompts]
+    rec = pair.target if isinstance(pair.target, Recording) else None
+    if rec is None:
+        key = hashlib.sha256(json.dumps([target_fingerprint(pair.target), ids, continuation]).encode()).hexdigest()[:24]
+        rec = _cached(key, lambda out: record(pair.target, ids, out=out, tokenizer=pair.tokenizer, max_new_tokens=continuation))
+    seqs = []
+    for n, p in enumerate(ids, 1):
+        i = next((i for i, s in enumerate(rec.sequences) if s['prompt_tokens'] == len(p) and rec.tokens(i)[:len(p)].tolist() == p), None)
+        if i is None: raise ValueError(f"prompt {n} is not in the recording {rec.folder or ''}: record it, or diagnose the recorded prompts")
+        if rec.sequences[i]['tokens'] - len(p) < continuation:
+            raise ValueError(f"prompt {n}: the recording holds {rec.sequences[i]['tokens'] - len(p)} continuation tokens, "
+                             f"{continuation} are needed (record with --max-new-tokens {continuation} or more)")
+        seqs.append(i)
+    return rec, seqs
+
+def recorded_prompts(rec:Recording)->list:
+    "The prompts a recording holds, as token ids (its sequences of kind 'prompt')."
+    return [rec.tokens(i)[:s['prompt_tokens']].tolist() for i, s in enumerate(rec.sequences) if s['kind'] == 'prompt']
+
+# %% ../nbs/04_search.ipynb #b5f000d8
 class AgreementTable:
-    "One target pass over held-out prompts, kept; per wiring, one teacher-forced draft step scored per prompt."
-    def __init__(self, pair, prompts:list, # texts or token-id lists; each is its own sequence, the statistics' unit
-                 batch_tokens:int=4096): # padded tokens per target forward
-        ids, d = _token_ids(pair, prompts), pair.draft
-        if not ids or all(len(x) < 2 for x in ids): raise ValueError("the prompts give no position to score: a prompt needs 2 tokens")
-        self.pair, self.rows, self.batches = pair, {}, []
-        self.positions = torch.tensor([max(len(x) - 1, 0) for x in ids], dtype=torch.float64)   # [m] positions scored
-        dev, order, i = next(pair.target.parameters()).device, sorted(range(len(ids)), key=lambda i: len(ids[i])), 0
-        vocab = d.to_target_ids(torch.arange(d.config.draft_vocab_size, device=d.d2t.device)).to(dev)   # draft id -> target id
+    "The target's recorded pass on held-out prompts; per wiring, one teacher-forced draft step scored per prompt."
+    def __init__(self, rec:Recording, draft, # a recording (its prompts) and the draft to score
+                 seqs:list, # the recorded sequences to score (`target_pass`): each prompt is its own sample
+                 batch_tokens:int=4096, # padded tokens per draft forward
+                 keep_bytes:int=1 << 30): # layers and fc products kept in memory
+        self.rec, self.draft, self.seqs, self.rows, self.batches, self._kept, self.keep_bytes = rec, draft, list(seqs), {}, [], {}, keep_bytes
+        P = [rec.prompt_len(i) for i in seqs]
+        if not seqs or all(p < 2 for p in P): raise ValueError("the prompts give no position to score: a prompt needs 2 tokens")
+        self.positions = torch.tensor([max(p - 1, 0) for p in P], dtype=torch.float64)   # [m] positions scored
+        self.dtype, c = next(draft.parameters()).dtype, draft.config
+        cols = self._columns(draft.to_target_ids(torch.arange(c.draft_vocab_size, device=draft.d2t.device)).cpu())
+        self.split = c.use_aux_hidden_state and not c.norm_before_fc   # fc is a sum over chunks
+        order, i = sorted(range(len(seqs)), key=lambda i: P[i]), 0
         while i < len(order):   # prompts of similar length together: little padding
             j = i + 1
-            while j < len(order) and (j + 1 - i) * len(ids[order[j]]) <= batch_tokens: j += 1
-            idx, T = order[i:j], len(ids[order[j - 1]])
-            x = torch.zeros(len(idx), T, dtype=torch.long)
-            for r, p in enumerate(idx): x[r, :len(ids[p])] = torch.tensor(ids[p])
-            valid = torch.arange(T - 1)[None] < torch.tensor([len(ids[p]) - 1 for p in idx])[:, None]
-            with torch.no_grad(): out, hs = resid_forward(pair.target, input_ids=x.to(dev))   # resid[0..N], resid[N] included
-            logits = out.logits[:, 1:]
-            self.batches.append((torch.tensor(idx), x.to(dev), hs, logits.argmax(-1),                 # the target's greedy token
-                                 logits[..., vocab].softmax(-1), valid.to(dev)))                       # its distribution on the draft vocab
+            while j < len(order) and (j + 1 - i) * P[order[j]] <= batch_tokens: j += 1
+            idx, T = order[i:j], P[order[j - 1]]
+            x, greedy = torch.zeros(len(idx), T, dtype=torch.long), torch.zeros(len(idx), T - 1, dtype=torch.long)
+            p = torch.zeros(len(idx), T - 1, len(cols))
+            for r, q in enumerate(idx):
+                s, n = seqs[q], P[q]
+                x[r, :n], greedy[r, :n - 1] = rec.tokens(s)[:n], rec.greedy(s)[1:n]   # position t+1: what the draft at t predicts
+                p[r, :n - 1] = rec.logits(s)[1:n][:, cols].float().softmax(-1)
+            valid = torch.arange(T - 1)[None] < torch.tensor([P[q] - 1 for q in idx])[:, None]
+            self.batches.append(dict(idx=torch.tensor(idx), x=x, greedy=greedy, p=p, valid=valid, rows=[(seqs[q], P[q]) for q in idx]))
             i = j
+        self.group = max(1, min(16, (256 << 20) // max(1, 12 * max(b['x'].numel() for b in self.batches) * len(cols))))   # wirings per forward
+
+    def _columns(self, target_ids)->torch.Tensor:
+        "Where each draft-vocabulary token's logit is in the recording's logits."
+        kind = self.rec.manifest['logits']
+        if kind['kind'] == 'full': return target_ids
+        where = {int(t): n for n, t in enumerate(kind['vocab_ids'])}
+        if missing := [int(t) for t in target_ids if int(t) not in where]:
+            raise ValueError(f"the recording kept logits of {len(where)} target ids, not the draft vocabulary ({len(missing)} of its ids missing, "
+                             f"e.g. {missing[:3]}): record with logits='full' or this draft's vocabulary")
+        return torch.tensor([where[int(t)] for t in target_ids])
+
+    def _keep(self, key, make):
+        if key not in self._kept:
+            t = make()
+            if sum(v.numel() * v.element_size() for v in self._kept.values()) + t.numel() * t.element_size() > self.keep_bytes: self._kept.clear()
+            self._kept[key] = t
+        return self._kept[key]
+
+    def layer(self, b:int, k)->torch.Tensor: # [B, T, H] resid[k] of batch b (zeros for k None, and in the padding)
+        "resid[k] of one batch, read from the recording on first use."
+        def make():
+            B = self.batches[b]
+            out = torch.zeros(*B['x'].shape, self.rec.hidden_size, dtype=self.dtype)
+            if k is not None:
+                for r, (s, n) in enumerate(B['rows']): out[r, :n] = self.rec.resid(k, s)[:n].to(self.dtype)
+            return out
+        return self._keep(('layer', b, k), make)
+
+    def features(self, b:int, wiring)->torch.Tensor: # [B, T, num_aux * H]
+        "The draft's input for one batch, the wired resid[k] concatenated in chunk order."
+        return torch.cat([self.layer(b, k) for k in wiring], -1)
+
+    def _fc(self, b:int, wiring)->torch.Tensor:
+        "The draft's fc output for one batch: a sum of kept per-chunk products where fc reads chunks independently."
+        d = self.draft
+        if not self.split: return d.project(self.features(b, wiring))
+        H = self.rec.hidden_size
+        def part(c, k):
+            x = self.layer(b, k)
+            if d.config.fc_norm and k is not None: x = d.fc_norm[c](x)
+            return x @ d.fc.weight[:, c * H:(c + 1) * H].T
+        h = sum(self._keep(('fc', b, c, k), lambda c=c, k=k: part(c, k)) for c, k in enumerate(wiring))
+        return h if d.fc.bias is None else h + d.fc.bias
 
     @torch.no_grad()
-    def score(self, wiring)->tuple: # (fit [m], agreeing positions [m]), float64
-        "Per prompt, the draft's fit to the target (summed sum_v p log q) and its top-1 agreement count, fed `wiring` (kept per wiring)."
-        w = tuple(wiring)
-        if w not in self.rows:
-            d, m = self.pair.draft, len(self.positions)
-            fit, hits = torch.zeros(m, dtype=torch.float64), torch.zeros(m, dtype=torch.float64)
-            for idx, x, hs, greedy, p, valid in self.batches:
-                logits = ttt_forward(d, aux_features(hs, w), x, 1)[0][:, :-1]
-                fit[idx] = ((p * logits.log_softmax(-1)).sum(-1) * valid).sum(1).double().cpu()
-                hits[idx] = ((d.to_target_ids(logits.argmax(-1)) == greedy) & valid).sum(1).double().cpu()
-            self.rows[w] = fit, hits
-        return self.rows[w]
+    def score_many(self, wirings:list)->list: # per wiring: (fit [m], agreeing positions [m]), float64
+        "Per wiring and prompt, the draft's fit to the target (summed sum_v p log q) and its top-1 agreement count; kept per wiring."
+        todo, d, m = [w for w in dict.fromkeys(tuple(w) for w in wirings) if w not in self.rows], self.draft, len(self.positions)
+        for g in range(0, len(todo), self.group):
+            ws = todo[g:g + self.group]
+            fit, hits = torch.zeros(len(ws), m, dtype=torch.float64), torch.zeros(len(ws), m, dtype=torch.float64)
+            for b, B in enumerate(self.batches):
+                x, n = B['x'], len(ws)
+                T = x.shape[1]
+                h = torch.cat([self._fc(b, w) for w in ws])
+                ids, pos = F.pad(x[:, 1:], (0, 1)).repeat(n, 1), torch.arange(T).expand(n * x.shape[0], T)
+                logits = d.compute_logits(d.layer(h, ids, pos, DraftCache(), torch.full((T, T), float('-inf')).triu(1)))[:, :-1]
+                logits = logits.view(n, *B['p'].shape)
+                fit[:, B['idx']] = ((B['p'] * logits.log_softmax(-1)).sum(-1) * B['valid']).sum(-1).double()
+                hits[:, B['idx']] = ((d.to_target_ids(logits.argmax(-1)) == B['greedy']) & B['valid']).sum(-1).double()
+            for i, w in enumerate(ws): self.rows[w] = fit[i], hits[i]
+        return [self.rows[tuple(w)] for w in wirings]
+
+    def score(self, wiring)->tuple: return self.score_many([wiring])[0]   # (fit [m], agreeing positions [m])
 
     @torch.no_grad()
     def agreement_steps(self, draft, # any draft over this target (e.g. `variants.served_draft`'s)
                         wiring, steps:int=3)->tuple: # (agreeing positions [m, steps], positions [m, steps]), float64
         "Per prompt and unrolled step, the positions where `draft`'s top token is the target's greedy token, fed `wiring`."
-        m, w = len(self.positions), tuple(wiring)
+        m = len(self.positions)
         hits, pos = torch.zeros(m, steps, dtype=torch.float64), torch.zeros(m, steps, dtype=torch.float64)
-        for idx, x, hs, greedy, p, valid in self.batches:   # greedy[:, j]: the target's token at j + 1; step k at t predicts t + 1 + k
-            T = x.shape[1]
-            for k, logits in enumerate(ttt_forward(draft, aux_features(hs, w), x, steps)):
-                ok = valid[:, k:]
-                hits[idx, k] = ((draft.to_target_ids(logits[:, :T - 1 - k].argmax(-1)) == greedy[:, k:]) & ok).sum(1).double().cpu()
-                pos[idx, k] = ok.sum(1).double().cpu()
+        for b, B in enumerate(self.batches):   # greedy[:, j]: the target's token at j + 1; step k at t predicts t + 1 + k
+            x, T = B['x'], B['x'].shape[1]
+            for k, logits in enumerate(ttt_forward(draft, self.features(b, wiring), x, steps)):
+                ok = B['valid'][:, k:]
+                hits[B['idx'], k] = ((draft.to_target_ids(logits[:, :T - 1 - k].argmax(-1)) == B['greedy'][:, k:]) & ok).sum(1).double()
+                pos[B['idx'], k] = ok.sum(1).double()
         return hits, pos
 
 # %% ../nbs/04_search.ipynb #90d52662
@@ -81,6 +206,7 @@ PASSES, STRIDE, RADIUS = 3, 2, 2   # coordinate search: passes at most; the firs
 def _best_in(score, w:tuple, c:int, layers, add)->tuple:
     "The best wiring when chunk `c` of `w` takes each of `layers` with the others fixed (`w` itself among them)."
     cands = [v for v in (w[:c] + (k,) + w[c+1:] for k in layers) if add(v, 'coordinate search')]
+    score.many(cands)   # scored together, one batch
     return max(cands, key=score, default=w)
 
 def _coordinate(score, starts:list, top:int, add, passes:int=PASSES, stride:int=STRIDE, radius:int=RADIUS)->tuple:
@@ -97,8 +223,12 @@ def _coordinate(score, starts:list, top:int, add, passes:int=PASSES, stride:int=
     return w
 
 class _Memo:
-    "A wiring's summed fit, computed once per wiring however often the search asks."
-    def __init__(self, fit): self.fit, self.memo = fit, {}
+    "A wiring's summed fit, computed once per wiring however often the search asks; `many` scores a list at once."
+    def __init__(self, fit, fit_many=None): self.fit, self.fit_many, self.memo = fit, fit_many, {}
+    def many(self, ws):
+        new = [w for w in dict.fromkeys(ws) if w not in self.memo]
+        if self.fit_many is not None and new:
+            for w, f in zip(new, self.fit_many(new)): self.memo[w] = float(f.sum())
     def __call__(self, w)->float:
         if w not in self.memo: self.memo[w] = float(self.fit(w).sum())
         return self.memo[w]
@@ -109,6 +239,7 @@ def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `Agreem
                    exhaustive_limit:int=EXHAUSTIVE_LIMIT,
                    top:int|None=None, # the highest resid index a candidate may use: N - 1 (default), N where the engine captures resid[N]
                    starts:tuple=STARTS, # labels of the seeds a coordinate search starts from (all seeds when none is there)
+                   fit_many=None, # wirings -> their per-prompt fits, scored together (faster; `AgreementTable.score_many`)
                   )->tuple: # ({wiring: label} in the order tried, how it searched)
     "The candidate wirings: every ascending choice for small N, else a coordinate search; then every chunk order of the seeds and of the best."
     tried, top = {}, n_layers - 1 if top is None else top
@@ -118,15 +249,16 @@ def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `Agreem
         if ok and w not in tried: tried[w] = label
         return ok
     seeds = {k: tuple(w) for k, w in seeds.items() if add(w, k)}
-    score = _Memo(fit)
+    score = _Memo(fit, fit_many)
     if math.comb(top + 1, num_aux) <= exhaustive_limit:
         how = f"every ascending choice of {num_aux} of resid[0..{top}]"
         for w in itertools.combinations(range(top + 1), num_aux): add(w, 'ascending')
     else:
-        for w in seeds.values(): score(w)
+        score.many(list(seeds.values()))
         begin = list(dict.fromkeys(w for k, w in seeds.items() if k in starts)) or list(dict.fromkeys(seeds.values()))
         _coordinate(score, begin, top, add)
         how = f"coordinate search over resid[0..{top}] from {len(begin)} start(s)"
+    score.many(list(tried))
     best = max(tried, key=score)
     for label, w in list(seeds.items()) + [('best', best)]:
         for p in itertools.permutations(w): add(p, f"chunk order of {label}")
@@ -169,25 +301,15 @@ class Sweep:
         return ((self.hits - self.agreement[:, None] * n).pow(2).sum(1) * m / max(m - 1, 1)).sqrt() / n.sum()
 
 # %% ../nbs/04_search.ipynb #9bfea176
-_TABLES = []   # the last two (pair, prompts, AgreementTable): repeated diagnoses of one pair reuse the target pass
-
-def _table(pair, prompts)->AgreementTable:
-    key = [p if isinstance(p, str) else tuple(p) for p in prompts]
-    for p, k, t in _TABLES:
-        if p is pair and k == key: return t
-    t = AgreementTable(pair, prompts)
-    _TABLES[:] = _TABLES[-1:] + [(pair, key, t)]
-    return t
-
-def wiring_sweep(pair, prompts:list, seeds:dict, # label -> wiring always compared (see `search_wirings`)
+def wiring_sweep(table:AgreementTable, n_layers:int, seeds:dict, # label -> wiring always compared (see `search_wirings`)
                  exhaustive_limit:int=EXHAUSTIVE_LIMIT,
                  top:int|None=None, # the highest resid index to try: N - 1 (default), or N where the deploying engine captures resid[N]
                 )->Sweep:
-    "Search the wirings on held-out prompts: one target pass, one draft step per candidate."
-    t = _table(pair, prompts)
-    tried, how = search_wirings(lambda w: t.score(w)[0], pair.n_layers, pair.draft.config.num_aux, seeds, exhaustive_limit, top)
-    return Sweep(list(tried), list(tried.values()), torch.stack([t.score(w)[0] for w in tried]), torch.stack([t.score(w)[1] for w in tried]),
-                 t.positions, how)
+    "Search the wirings on the table's prompts: one draft step per candidate, several candidates a batch."
+    tried, how = search_wirings(lambda w: table.score(w)[0], n_layers, table.draft.config.num_aux, seeds, exhaustive_limit, top,
+                                fit_many=lambda ws: [f for f, _ in table.score_many(ws)])
+    rows = table.score_many(list(tried))
+    return Sweep(list(tried), list(tried.values()), torch.stack([f for f, _ in rows]), torch.stack([h for _, h in rows]), table.positions, how)
 
 # %% ../nbs/04_search.ipynb #4ed0e14e
 ALPHA = 0.01                         # family-wise false-alarm level of the search's verdict (Holm over the candidates)
@@ -241,14 +363,13 @@ def sweep_rows(sw:Sweep, configured=None, recommended=None, top:int=10)->list:
     return rows
 
 # %% ../nbs/04_search.ipynb #8535ab34
-def variant_impact(pair, prompts:list, engine, # the deploying release, as `static_findings` takes it
+def variant_impact(table:AgreementTable, engine, # the table of the draft as trained; the deploying release, as `static_findings` takes it
                    wiring, steps:int=3, n:int=2000, seed:int=0)->dict|None: # None: the release cannot run the draft, or runs it as trained
     "Top-1 agreement over `steps` unrolled steps of the draft as trained and as `engine` runs it, same prompts and wiring, paired."
-    try: served, changes = served_draft(pair.draft, engine)
+    try: served, changes = served_draft(table.draft, engine)
     except ValueError: return None
     if not changes: return None
-    t = _table(pair, prompts)
-    (a, pos), (b, _) = t.agreement_steps(pair.draft, wiring, steps), t.agreement_steps(served, wiring, steps)
+    (a, pos), (b, _) = table.agreement_steps(table.draft, wiring, steps), table.agreement_steps(served, wiring, steps)
     est, lo, hi = paired_change(torch.stack([b.sum(1), pos.sum(1)], 1), torch.stack([a.sum(1), pos.sum(1)], 1), n, seed)
     rate = lambda h: float(h.sum() / pos.sum().clamp_min(1))
     return dict(steps=steps, prompts=len(pos), tokens=int(pos[:, 0].sum()), as_trained=round(rate(a), 4), as_served=round(rate(b), 4),
@@ -256,30 +377,65 @@ def variant_impact(pair, prompts:list, engine, # the deploying release, as `stat
                 per_step=[round(float((b - a)[:, k].sum() / pos[:, k].sum().clamp_min(1)), 4) for k in range(steps)], changes=changes)
 
 # %% ../nbs/04_search.ipynb #4050c0b6
+@torch.no_grad()
+def chain_accepts(rec:Recording, draft, seqs:list, # the recorded sequences (prompt + greedy continuation)
+                  wiring, steps:int=5, # the chain drafted per cycle (speculative_num_steps)
+                  max_new_tokens:int=24, # stop once this many tokens were emitted, as `Session.run` does
+                  eos:int|None=None, batch_tokens:int=2048)->list: # per sequence: the accept length of each cycle
+    "Every cycle's chain accept length under greedy decoding, computed with the draft alone from a recording."
+    out, order, i = {}, sorted(range(len(seqs)), key=lambda q: rec.sequences[seqs[q]]['tokens']), 0
+    limit = rec.target.get('max_position_embeddings') or 1 << 30
+    while i < len(order):
+        j = i + 1
+        while j < len(order) and (j + 1 - i) * rec.sequences[seqs[order[j]]]['tokens'] <= batch_tokens: j += 1
+        idx = order[i:j]; T = rec.sequences[seqs[idx[-1]]]['tokens']
+        x, feats = torch.zeros(len(idx), T, dtype=torch.long), []
+        dt = next(draft.parameters()).dtype
+        for r, q in enumerate(idx): x[r, :rec.sequences[seqs[q]]['tokens']] = rec.tokens(seqs[q])
+        for k in wiring:
+            f = torch.zeros(len(idx), T, rec.hidden_size, dtype=dt)
+            if k is not None:
+                for r, q in enumerate(idx): f[r, :rec.sequences[seqs[q]]['tokens']] = rec.resid(k, seqs[q]).to(dt)
+            feats.append(f)
+        pred = [draft.to_target_ids(lg.argmax(-1)) for lg in ttt_forward(draft, torch.cat(feats, -1), x, steps)]   # step k at t: token t + 2 + k
+        for r, q in enumerate(idx):
+            n, P = rec.sequences[seqs[q]]['tokens'], rec.prompt_len(seqs[q])
+            toks, t, cycles = x[r, :n].tolist(), P - 1, []
+            have, top = P + 1, min(limit, n)   # tokens after extend: the prompt and the pending one
+            while have - (P + 1) < max_new_tokens and (eos is None or eos not in toks[P:have]) and have + steps + 2 <= top:
+                a = 0
+                while a < steps and int(pred[a][r, t]) == toks[t + 2 + a]: a += 1
+                cycles.append(a + 1); t += a + 1; have += a + 1
+            out[q] = cycles
+        i = j
+    return [out[q] for q in range(len(seqs))]
+
+# %% ../nbs/04_search.ipynb #4b44439e
 def _paired_accept(before:list, after:list, n:int=2000, seed:int=0)->dict:
     "Accept length after minus before, paired per prompt, with a bootstrap interval over prompts and a label."
-    tot = lambda runs: torch.tensor([[sum(r.verify.accept_length for r in run), max(len(run), 1)] for run in runs], dtype=torch.float64)
+    tot = lambda runs: torch.tensor([[sum(run), max(len(run), 1)] for run in runs], dtype=torch.float64)
     est, lo, hi = paired_change(tot(after), tot(before), n, seed)
     return dict(gain=round(est, 3), ci=[round(lo, 3), round(hi, 3)], prompts=len(after),
                 label='better' if lo > 0 else 'worse' if hi < 0 else 'within noise')
 
-def accept_lengths(pair, prompts:list, configured, # the wiring fed, or None when it cannot run
+def accept_lengths(rec:Recording, draft, seqs:list, # a recording with each prompt's greedy continuation (`target_pass`)
+                   configured, # the wiring fed, or None when it cannot run
                    recommended, # the wiring to recommend
                    n_prompts:int=8, tokens:int=24,
                    max_prompts:int=32, # double the prompts up to this many while the paired change is within noise
-                  )->dict:
+                   eos:int|None=None)->dict:
     "Chain accept length before / after the fix on the same prompts: {'before', 'after', 'change' (paired), 'setup'}."
-    run = lambda ps, w: run_prompts(pair, ps, tokens, wiring=w, check_lossless=False, progress=False).runs
+    steps = SpecSettings().speculative_num_steps
+    run = lambda ps, w: chain_accepts(rec, draft, ps, w, steps, tokens, eos)
     same = configured is not None and tuple(configured) == tuple(recommended)
-    k, before, after, change = min(n_prompts, len(prompts)), [], [], None
+    k, before, after, change = min(n_prompts, len(seqs)), [], [], None
     while True:
-        ps = prompts[len(after):k]
+        ps = seqs[len(after):k]
         after += run(ps, recommended)
         if configured is not None: before += after[-len(ps):] if same else run(ps, configured)
         if configured is None or same: break
         change = _paired_accept(before, after)
-        if change['label'] != 'within noise' or k >= min(max_prompts, len(prompts)): break
-        k = min(2 * k, max_prompts, len(prompts))
-    steps = SpecSettings().speculative_num_steps
+        if change['label'] != 'within noise' or k >= min(max_prompts, len(seqs)): break
+        k = min(2 * k, max_prompts, len(seqs))
     return dict(before=summarize(before, steps) if before else None, after=summarize(after, steps), change=change,
                 setup=f"chain of {steps} steps, the first {k} prompts x {tokens} tokens, paired")

@@ -10,6 +10,10 @@ from eagle3_workbench.wiring import resolve_wiring
 from eagle3_workbench.conventions import default_resid_layers
 import eagle3_workbench.doctor as doc
 import eagle3_workbench.search as search
+
+def _pass(pair, prompts):
+    rec, seqs = search.target_pass(pair, prompts)
+    return rec, pair.draft, seqs
 from eagle3_workbench.doctor import diagnose
 
 # name -> (target, draft or None, the layers the draft was trained on as its zoo card says, its training dump or None)
@@ -92,7 +96,7 @@ def test_correct_pairs_never_miswired_over_200_subsets(name, prompts):
     "The calibration's check, on this test's prompts: 200 random subsets of 8..48 prompts, the doctor's own search and decision."
     from eagle3_workbench.wiring import engine_readings
     pair, trained = pair_of(name), DRAFTS[name][2]
-    n, table = pair.n_layers, search._table(pair, prompts)
+    n, table = pair.n_layers, search.AgreementTable(*_pass(pair, prompts))
     readings = engine_readings(pair.draft.config.raw, n, pair.model_type)
     g, verdicts = torch.Generator().manual_seed(1), []
     for i in range(200):
