@@ -2,7 +2,7 @@
 wiring faults, as a function of the evidence (held-out prompts / tokens).
 
 For each pair, one target pass over a pool of held-out prompts (`AgreementTable`) keeps every wiring's per-prompt fit;
-the doctor's own search (`search_wirings`, exhaustive at N = 12) and decision (`decide`) are then applied to random
+the doctor's own search (`wiring_sweep`: exhaustive at N = 12, screened from 32 prompts on) and decision (`decide`) are then applied to random
 prompt subsets: indexing the kept per-prompt values by the subset gives exactly what `diagnose` computes on those
 prompts (each prompt is its own sequence). Run: `OMP_NUM_THREADS=1 python benchmarks/doctor_calibration.py [--trials 200]`.
 Writes benchmarks/results/doctor_calibration.{json,md}.
@@ -39,7 +39,7 @@ def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, tr
     from eagle3_workbench.loading import load_pair
     from eagle3_workbench.wiring import engine_readings
     pair = load_pair(target, draft)
-    n, k = pair.n_layers, pair.draft.config.num_aux
+    n = pair.n_layers
     t0 = time.perf_counter()
     rec, seqs = search.target_pass(pair, pool)
     table = search.AgreementTable(rec, pair.draft, seqs)
@@ -51,11 +51,7 @@ def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, tr
             res = dict(pair=name, fault=label, fed=list(conf), trained=list(trained), prompts=m, trials=trials,
                        miswired=0, named=0, inconclusive=0, recommended_trained=0, tokens=0.0, raw_miswired=0)
             for idx in subsets[m]:
-                fit = lambda w: table.score(w)[0][idx]
-                tried, how = search.search_wirings(fit, n, k, doc._seeds(conf, n, readings, None))
-                ws = list(tried)
-                sw = search.Sweep(ws, list(tried.values()), torch.stack([fit(w) for w in ws]), torch.stack([table.score(w)[1][idx] for w in ws]),
-                               table.positions[idx], how)
+                sw = search.wiring_sweep(table, n, doc._seeds(conf, n, readings, None), prompts=idx)   # the doctor's search, screen included
                 v, fs, rec = doc.decide(doc.Evidence(n, [], conf, sweep=sw))
                 res['tokens'] += sw.tokens / trials
                 res['miswired'] += v == 'miswired'; res['inconclusive'] += v == 'inconclusive'

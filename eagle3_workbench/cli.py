@@ -9,7 +9,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['EXIT_OK', 'EXIT_CHECK_FAILED', 'EXIT_BAD_INPUT', 'EXIT_NOT_ENOUGH_EVIDENCE', 'OPTION_OF', 'ENGINE_HELP',
-           'COMPARE_EXIT', 'parser', 'main']
+           'RECORD_NEW_TOKENS', 'COMPARE_EXIT', 'parser', 'main']
 
 # %% ../nbs/08_cli.ipynb #efac7108
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_NOT_ENOUGH_EVIDENCE = 0, 1, 2, 3
@@ -49,8 +49,10 @@ def _engine_arg(s:str)->Engine:
     try: return Engine.parse(s, 'engine')
     except ValueError as e: raise argparse.ArgumentTypeError(str(e)) from None
 
-def _add_pair_args(ap):
-    ap.add_argument('--target', default='zoo:tiny-dsv3', help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
+def _add_pair_args(ap, recording:bool=True):
+    ap.add_argument('--target', default=None, help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
+    if recording: ap.add_argument('--recording', default=None, metavar='DIR',
+                                  help="a recording of the target (`record --out DIR`) instead of --target: no target weights needed")
     ap.add_argument('--draft', default=None, help="draft directory (default: the zoo draft of the target)")
     ap.add_argument('--engine', default='sglang', type=_engine_arg, metavar='ENGINE[==VERSION]', help=ENGINE_HELP + ' (default: sglang)')
     _add_threads(ap)
@@ -60,9 +62,24 @@ def _add_threads(ap):
                     help='torch CPU threads (default: $EAGLE3_THREADS, else one for narrow models or a busy machine, else the idle cores)')
 
 def _load(a):
-    "Load the pair a command names, with the thread count chosen on purpose (`--threads`, else `load_pair`'s rule)."
-    from eagle3_workbench.loading import load_pair
-    return load_pair(a.target, a.draft, engine=a.engine, threads=a.threads)
+    "Load the pair a command names (--target, or --recording), with the thread count chosen on purpose (`--threads`, else the rule)."
+    if getattr(a, 'recording', None) is None:
+        from eagle3_workbench.loading import load_pair
+        return load_pair(a.target or 'zoo:tiny-dsv3', a.draft, engine=a.engine, threads=a.threads)
+    from eagle3_workbench.recording import open_recording, recorded_pair, recorded_draft
+    if a.target is not None: raise ValueError(f"--target {a.target} and --recording {a.recording}: give one of them")
+    rec = open_recording(a.recording)
+    if a.draft is None and recorded_draft(rec) is None:
+        raise ValueError(f"--recording {a.recording}: give --draft (the recording is of {rec.target.get('path')}, not a zoo target)")
+    return recorded_pair(rec, a.draft, engine=a.engine, threads=a.threads)
+
+def _prompts(a, pair=None)->list:
+    "--prompts / --n-prompts; with --recording and no --prompts, the prompts it recorded."
+    from eagle3_workbench.prompts import read_prompts
+    if a.prompts is None and getattr(a, 'recording', None) is not None and pair is not None:
+        from eagle3_workbench.search import recorded_prompts
+        return recorded_prompts(pair.target)[:a.n_prompts]
+    return read_prompts(a.prompts, a.n_prompts)
 
 def _positions_check(pair, a):
     "--steps and --max-new-tokens must fit the target's positions; say which option does not."
@@ -74,9 +91,9 @@ def _positions_check(pair, a):
 # %% ../nbs/08_cli.ipynb #c1348a78
 def _run(a)->int:
     from eagle3_workbench.engine import run_prompts
-    from eagle3_workbench.prompts import read_prompts
-    prompts = read_prompts(a.prompts, a.n_prompts)
+    prompts = _prompts(a) if a.recording is None else None   # a bad prompt file fails before the target loads
     pair = _load(a)
+    prompts = prompts or _prompts(a, pair)
     _positions_check(pair, a)
     rep = run_prompts(pair, prompts, max_new_tokens=a.max_new_tokens, wiring=a.wiring, progress=not a.json,
                       speculative_num_steps=a.steps, speculative_eagle_topk=a.topk, speculative_num_draft_tokens=a.num_draft_tokens,
@@ -147,21 +164,59 @@ def _wiring(a)->int:
 # %% ../nbs/08_cli.ipynb #de0ef9c1
 def _diagnose(a)->int:
     from eagle3_workbench.doctor import diagnose
-    from eagle3_workbench.prompts import read_prompts
     deployment = None
     if a.deployment:
         from eagle3_workbench.sglang.readers import read_capture
         deployment = read_capture(a.deployment).records
-    prompts = read_prompts(a.prompts, a.n_prompts)
+    prompts = _prompts(a) if a.recording is None else None
     if a.training_dump is not None and not Path(a.training_dump).is_dir():
         raise FileNotFoundError(f"--training-dump {a.training_dump}: no such folder")
     pair = _load(a)
+    prompts = prompts or _prompts(a, pair)
     if not a.json: print(f"diagnosing {pair} on {len(prompts)} prompts ...", file=sys.stderr, flush=True)
     d = diagnose(pair, prompts, training_dump=a.training_dump, engine=a.engine,
                  wiring=a.wiring, deployment=deployment, deployment_prompt=a.deployment_prompt, algorithm=a.algorithm,
                  accept=not a.no_accept, progress=not a.json)
     print(json.dumps(d.to_json()) if a.json else d)
     return {'ok': EXIT_OK, 'inconclusive': EXIT_NOT_ENOUGH_EVIDENCE}.get(d.verdict, EXIT_CHECK_FAILED)
+
+# %% ../nbs/08_cli.ipynb #22412f8f
+RECORD_NEW_TOKENS = 40   # the doctor's accept runs need 24 + 5 + 2, `run` 32 + 5 + 2 (with room for the last draft)
+
+def _record(a)->int:
+    from eagle3_workbench.loading import load_target, read_config, resolve_path, read_draft, load_draft
+    from eagle3_workbench.recording import record
+    from eagle3_workbench.threads import apply_threads
+    prompts = _prompts(a)
+    if a.logits == 'vocab' and a.draft is None: raise ValueError("--logits vocab keeps the draft vocabulary's logits: give --draft")
+    extra = []
+    if a.training_dump is not None:
+        from eagle3_workbench.doctor import read_training_dump   # the samples the doctor will match, exactly
+        if not Path(a.training_dump).is_dir(): raise FileNotFoundError(f"--training-dump {a.training_dump}: no such folder")
+        samples, fs = read_training_dump(a.training_dump)
+        if not samples: raise ValueError(f"--training-dump {a.training_dump}: {fs[0].message if fs else 'no samples'}")
+        extra = [s['input_ids'].tolist() for s in samples]
+    layers = None if a.layers is None else [k for k in a.layers if k is not None]
+    path = resolve_path(a.target)
+    width = read_config(path).get('hidden_size')
+    chosen = apply_threads(width if isinstance(width, int) else None, a.threads)
+    model, tok = load_target(path)
+    vocab_ids = None
+    if a.logits == 'vocab':
+        import torch
+        dr, _ = load_draft(read_draft(a.draft), target=model)
+        vocab_ids = dr.to_target_ids(torch.arange(dr.config.draft_vocab_size)).tolist()
+    if not a.json: print(f"recording {a.target} on {len(prompts)} prompts ({chosen}) ...", file=sys.stderr, flush=True)
+    rec = record(model, prompts, out=a.out, tokenizer=tok, max_new_tokens=a.max_new_tokens, logits=a.logits, vocab_ids=vocab_ids,
+                 layers=layers, extra_sequences=extra, progress=not a.json,
+                 source=dict(target=a.target, prompts=a.prompts or 'zoo held-out', training_dump=a.training_dump))
+    size = sum(f.stat().st_size for f in Path(a.out).rglob('*') if f.is_file())
+    info = dict(out=str(a.out), sequences=len(rec.sequences), tokens=sum(s['tokens'] for s in rec.sequences), layers=len(rec.layers),
+                bytes=size, logits=a.logits)
+    if a.json: print(json.dumps(info))
+    else: print(f"{a.out}: {info['sequences']} sequences, {info['tokens']} tokens, resid[{rec.layers[0]}..{rec.layers[-1]}], "
+                f"{size / 2**20:.1f} MiB")
+    return EXIT_OK
 
 # %% ../nbs/08_cli.ipynb #d4966e4c
 def _param_value(s:str):
@@ -197,7 +252,8 @@ def _compare(a)->int:
                     temperature=a.temperature, top_p=a.top_p)
     for p, flag in ((a.observed, '--observed'), (a.before, '--before')):
         if p is not None and not Path(p).is_file(): return _compare_error(a, f"{flag} {p}: no such file")
-    try: cmp = compare_deployment(a.observed, a.target, a.draft, a.prompts, a.n_prompts, before=a.before, engine=a.engine,
+    if a.recording is not None and a.target is not None: return _compare_error(a, f"--target {a.target} and --recording {a.recording}: give one of them")
+    try: cmp = compare_deployment(a.observed, a.recording or a.target or 'zoo:tiny-dsv3', a.draft, a.prompts, a.n_prompts, before=a.before, engine=a.engine,
                                   max_new_tokens=a.max_new_tokens, same_prompts=not a.other_prompts, threads=a.threads, **settings)
     except KeyError as e: return _compare_error(a, str(e.args[0]))
     except (OSError, ValueError, TypeError) as e: return _compare_error(a, str(e))
@@ -289,7 +345,8 @@ def _compare_parser(sub):
     c.add_argument('--observed', required=True, help="the deployment's numbers: a vLLM /metrics scrape, vLLM per-request metrics or log, "
                                                      "SGLang responses (meta_info), server info or decode log")
     c.add_argument('--before', help='vLLM /metrics: an earlier scrape to subtract')
-    c.add_argument('--target', default='zoo:tiny-dsv3', help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
+    c.add_argument('--target', default=None, help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
+    c.add_argument('--recording', default=None, metavar='DIR', help="a recording of the target (`record --out DIR`) instead of --target")
     c.add_argument('--draft', default=None, help='draft directory (default: the zoo draft of the target)')
     c.add_argument('--engine', default=None, type=_engine_arg, metavar='ENGINE[==VERSION]', help="whose reading of the draft config wires the expectation (default: the deployment's engine)")
     c.add_argument('--prompts', help='the prompts the deployment served (.jsonl / .txt; default: the zoo prompts)')
@@ -304,6 +361,27 @@ def _compare_parser(sub):
     c.add_argument('--json', action='store_true')
     _add_threads(c)
     c.set_defaults(func=_compare)
+
+def _record_parser(sub):
+    "The `record` subcommand's arguments."
+    r = sub.add_parser('record', help="record the target once (resid[k], greedy tokens, logits) so the doctor runs without it",
+                       description="Record a target on prompts: greedy completions, then one teacher-forced pass over prompt + completion, "
+                                   "every position kept. The folder is what `diagnose/run/compare --recording DIR` read; rerun the same "
+                                   "command to resume an interrupted recording.")
+    r.add_argument('--target', default='zoo:tiny-dsv3', help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
+    r.add_argument('--out', required=True, help='the recording folder to write')
+    r.add_argument('--prompts', help='prompt file (.jsonl with {"prompt": ...} lines, or .txt; default: the zoo held-out prompts)')
+    r.add_argument('--n-prompts', type=_at_least(1), default=None, help='use only the first N prompts')
+    r.add_argument('--max-new-tokens', type=_at_least(0), default=RECORD_NEW_TOKENS,
+                   help=f'greedy continuation per prompt (default {RECORD_NEW_TOKENS}: enough for the doctor and for run)')
+    r.add_argument('--training-dump', help='also record the samples of this SpecForge / speculators dump, for diagnose --training-dump')
+    r.add_argument('--logits', choices=['full', 'vocab'], default='full',
+                   help="'full' keeps every logit; 'vocab' only the draft vocabulary's (needs --draft; smaller, and exact for the doctor's fit)")
+    r.add_argument('--draft', default=None, help='the draft whose vocabulary --logits vocab keeps')
+    r.add_argument('--layers', type=_wiring_arg, default=None, metavar='K,K,...', help='resid indices to keep (default: every one, resid[0..N])')
+    r.add_argument('--json', action='store_true', help='print one JSON object')
+    _add_threads(r)
+    r.set_defaults(func=_record)
 
 def _zoo_parser(sub):
     "The `zoo` subcommand's arguments."
@@ -325,6 +403,7 @@ def parser()->argparse.ArgumentParser:
     _diagnose_parser(sub)
     _wiring_parser(sub)
     _compare_parser(sub)
+    _record_parser(sub)
     _zoo_parser(sub)
     return ap
 

@@ -388,7 +388,7 @@ def _low_acceptance(ev:Evidence, rec:Recommendation)->list:
     ag, al = (None if i is None else round(float(ev.sweep.agreement[i]), 3)), rec.accept_length_after
     if not ((ag is not None and ag < 0.3) or (al is not None and al < 1.3)): return []
     return [Finding('LOW_ACCEPTANCE', 'warning', f"acceptance is low (step-0 agreement {ag}, accept length {al}) and no wiring cause was found: "
-                    f"ruled out static config and vocabulary checks, {len(ev.sweep.wirings) if ev.sweep else 0} candidate wirings"
+                    f"ruled out static config and vocabulary checks, {ev.sweep.family if ev.sweep else 0} candidate wirings"
                     f"{', the training-dump match' if ev.training_match else ''} and non-finite values; suspect the draft's training "
                     "(data, chat template, too few steps)", dict(agreement=ag, accept_length=al))]
 
@@ -404,7 +404,7 @@ def _trained(ev:Evidence)->tuple: # (trained wiring or None, identified by the d
     if trained is None and enough_evidence(sw) and ref is not None and (win := beats(sw, ref)) and float(sw.agreement[win[0]]) >= 0.3:
         b = win[0]; g, se, z = sw.paired(ref); trained = sw.wirings[b]
         findings += _mismatch(configured, trained, f"agreement {float(sw.agreement[ref]):.3f} as fed vs {float(sw.agreement[b]):.3f}; paired fit gain "
-                              f"{float(g[b]):+.4f} nats/token (z {float(z[b]):.1f} > {holm_threshold(len(sw.wirings) - 1):.2f}, Holm over {len(sw.wirings) - 1} "
+                              f"{float(g[b]):+.4f} nats/token (z {float(z[b]):.1f} > {holm_threshold(sw.family - 1):.2f}, Holm over {sw.family - 1} "
                               f"candidates, {sw.prompts} prompts)", dict(gain=round(float(g[b]), 4), z=round(float(z[b]), 2), beaten_by=len(win)))
     fallback = None
     if trained is None and (configured is None or 0 in configured) and sw is not None:   # the best candidate without the embedding
@@ -528,22 +528,25 @@ def diagnose(pair, # a loaded `Pair`
     prompts = prompts if prompts is not None else recorded_prompts(pair.target) if recorded else read_prompts()
     check_prompts(pair, list(prompts) + ([deployment_prompt] if isinstance(deployment_prompt, str) else []), steps=None)   # before any work
     cont = accept_tokens + SpecSettings().speculative_num_steps + 2   # the continuation the accept-length chains need
-    have = min((pair.target.sequences[i]['tokens'] - pair.target.prompt_len(i) for i in range(len(pair.target.sequences))), default=0) if recorded else cont
+    have = min((s['tokens'] - s['prompt_tokens'] for s in pair.target.sequences if s['kind'] == 'prompt'), default=0) if recorded else cont
     accept_note = None if not accept or have >= cont else f"not measured: the recording holds {have} continuation tokens per prompt, {cont} are needed"
     accept = accept and accept_note is None
-    rec, seqs = target_pass(pair, prompts, cont if accept else 0)   # the target's pass, recorded now or read from the pair's recording
-    bar = tqdm(total=1 + (training_dump is not None) + bool(accept), desc='doctor', disable=not progress, leave=False)
-    stage = lambda what: (bar.set_postfix_str(what, refresh=False), bar.update())   # a step done, the next named
+    rec, seqs = target_pass(pair, prompts)   # the target's pass, recorded now or read from the pair's recording
     readings = engine_readings(pair.draft.config.raw, n, mtype)
     ev = Evidence(n, *static_findings(pair, engine, algorithm, readings), readings=readings, engine=engine, model_type=mtype)
     ev.findings, ev.configured, ev.deployment_match = fed_wiring(pair, ev.findings, ev.configured, wiring, deployment, deployment_prompt, engine)
+    if recorded and ev.configured and (lost := sorted({k for k in ev.configured if k is not None and k <= n} - set(rec.layers))):
+        raise ValueError(f"the recording holds resid{list(rec.layers)}, not resid{lost} that the configured wiring resid{list(ev.configured)} "
+                         "feeds: record every layer (record without --layers)")
+    bar = tqdm(total=1 + (training_dump is not None) + bool(accept), desc='doctor', disable=not progress, leave=False)
+    stage = lambda what: (bar.set_postfix_str(what, refresh=False), bar.update())   # a step done, the next named
     if not ev.fatal:
         if training_dump is not None:
             bar.set_postfix_str('training dump'); ev.training_match, ev.dump_findings = training_dump_match(pair, training_dump); stage('wiring search')
         else: bar.set_postfix_str('wiring search')
         table = AgreementTable(rec, pair.draft, seqs)
         ev.sweep = wiring_sweep(table, n, _seeds(ev.configured, n, readings, _identified(ev.training_match)),
-                                top=_top(pair, engine))   # resid[N] is a candidate only where this engine release captures it
+                                top=_top(pair, engine), layers=rec.layers)   # resid[N] only where this engine release captures it
         if ev.configured and any(f.code == 'VARIANT_IGNORED' for f in ev.findings):   # what the ignored keys cost, measured
             ev.findings = _measured(ev.findings, variant_impact(table, engine, ev.configured))
         resid = recommended_wiring(ev)   # the wiring to recommend, measured next
@@ -551,13 +554,14 @@ def diagnose(pair, # a loaded `Pair`
             ev.nonfinite = _nonfinite(pair, rec.tokens(seqs[0])[:rec.prompt_len(seqs[0])].tolist(), resid)
             if accept and not ev.nonfinite:
                 stage('accept length before / after')
-                ev.accept = accept_lengths(rec, pair.draft, seqs, ev.configured, resid, accept_prompts, accept_tokens,
+                ev.accept = accept_lengths(lambda a, b: target_pass(pair, prompts[a:b], cont), len(prompts), pair.draft, ev.configured, resid,
+                                           accept_prompts, accept_tokens,
                                            eos=getattr(pair.tokenizer, 'eos_token_id', None))
     verdict, findings, rec = decide(ev)
     bar.update(bar.total - bar.n); bar.close()   # every stage done: the bar ends full
     sw = ev.sweep
-    search = None if sw is None else dict(prompts=sw.prompts, tokens=sw.tokens, candidates=len(sw.wirings), how=sw.search, alpha=ALPHA,
-                                          threshold_z=round(holm_threshold(len(sw.wirings) - 1), 3), enough=enough_evidence(sw),
+    search = None if sw is None else dict(prompts=sw.prompts, tokens=sw.tokens, candidates=sw.family, scored_in_full=len(sw.wirings), how=sw.search, alpha=ALPHA,
+                                          threshold_z=round(holm_threshold(sw.family - 1), 3), enough=enough_evidence(sw),
                                           min_prompts=MIN_PROMPTS, min_tokens=MIN_TOKENS)
     return Diagnosis(verdict=verdict, findings=findings, recommendation=rec, configured=list(ev.configured) if ev.configured else None,
                      engine=engine, training_match=ev.training_match, deployment_match=ev.deployment_match,

@@ -15,6 +15,8 @@ from .plotstyle import COLORS
 from .prompts import read_prompts
 from .engine import summarize, run_prompts, SpecSettings
 from .outputs import Observed, read_observed, json_ready, observed_from_requests
+from .recording import Recording, is_recording
+from .search import recorded_prompts
 
 # %% auto #0
 __all__ = ['SIGNATURES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'expected_acceptance', 'observed_from_runs',
@@ -244,8 +246,17 @@ def comparison_figure(cmp:DeploymentComparison, # from `compare_observed`
     return fig
 
 # %% ../nbs/04c_observed.ipynb #955aeb1d
+def _recorded(target)->bool: return isinstance(target, Recording) or isinstance(target, (str, Path)) and is_recording(target)
+
+def _expectation_pair(target, draft, engine, threads):
+    "The pair the expectation runs on: a target loaded in-process, or a recording of it (a folder or a `Recording`)."
+    from eagle3_workbench.loading import load_pair
+    from eagle3_workbench.recording import recorded_pair
+    if _recorded(target): return recorded_pair(target, draft, engine=engine, threads=threads)
+    return load_pair(target, draft, engine=engine, threads=threads)
+
 def compare_deployment(observed, # path of what the deployment printed (any format `read_observed` reads)
-                       target='zoo:tiny-dsv3', # target directory or zoo name
+                       target='zoo:tiny-dsv3', # target directory or zoo name, or a recording of the target (folder or `Recording`)
                        draft=None, # draft directory (None: the zoo draft of a zoo target)
                        prompts=None, # the prompts the deployment served: a list, a .jsonl / .txt file, or None for the zoo's held-out prompts
                        n_prompts:int|None=None, # use only the first N prompts
@@ -257,17 +268,18 @@ def compare_deployment(observed, # path of what the deployment printed (any form
                        **settings, # SpecSettings fields (speculative_num_steps, ..., temperature, top_p); None = from the output
                       )->DeploymentComparison:
     "Read what the deployment printed, run the expectation on the same prompts and settings, compare."
-    from eagle3_workbench.loading import load_pair
     for p in (observed, before):
         if p is not None and not Path(p).is_file(): raise FileNotFoundError(f"{p}: no such file")
     obs = read_observed(Path(observed), Path(before) if before else None)
-    prompts = read_prompts(prompts, n_prompts) if prompts is None or isinstance(prompts, (str, Path)) else list(prompts)[:n_prompts]
+    read = prompts is not None or not _recorded(target)   # a recording without prompts: the prompts it recorded
+    prompts = (read_prompts(prompts, n_prompts) if prompts is None or isinstance(prompts, (str, Path)) else list(prompts)[:n_prompts]) if read else None
     st, notes = expectation_settings(obs, **settings)
     try: SpecSettings(**st).checked(2**31)   # settings out of range fail before a model loads (top-k: after, it needs the vocabulary)
     except ValueError as e:
         if not str(e).startswith('speculative_eagle_topk'): raise
     eng = Engine.parse(engine if engine is not None else obs.engine, 'engine')   # the deployment's engine; in-process: the default
-    pair = load_pair(target, draft, engine=eng, threads=threads)
+    pair = _expectation_pair(target, draft, eng, threads)
+    prompts = prompts if prompts is not None else recorded_prompts(pair.target)[:n_prompts]
     exp = expected_acceptance(pair, prompts, max_new_tokens or obs.settings.get('max_new_tokens') or 32,
                               notes=notes + [f"wired as {eng} reads the draft config"], **st)
     return compare_observed(obs, exp, same_prompts=same_prompts)

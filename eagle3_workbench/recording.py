@@ -13,7 +13,7 @@ from .teacher import resid_forward, cache_kw
 
 # %% auto #0
 __all__ = ['FORMAT', 'VERSION', 'MANIFEST', 'BORROWED', 'MappedSafetensors', 'Recording', 'RecordingWriter', 'is_recording',
-           'open_recording', 'greedy_continuations', 'record', 'recorded_pair']
+           'open_recording', 'greedy_continuations', 'record', 'recorded_draft', 'recorded_pair']
 
 # %% ../nbs/02i_recording.ipynb #4a721f68
 _DTYPES = {'F64': torch.float64, 'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16, 'I64': torch.int64,
@@ -349,7 +349,9 @@ def record(target, # a transformers causal LM (`load_target`), or a `Pair` (its 
           )->Recording:
     "Record the target on prompts (greedy continuations, then one teacher-forced pass): in memory, or a folder."
     from tqdm.auto import tqdm
-    if hasattr(target, 'draft') and hasattr(target, 'target'): tokenizer, target = tokenizer or target.tokenizer, target.target
+    if hasattr(target, 'draft') and hasattr(target, 'target'):   # a Pair: its tokenizer, and where its target came from
+        source = {'target': target.target_path, **(source or {})}
+        tokenizer, target = tokenizer or target.tokenizer, target.target
     if logits not in ('full', 'vocab') or (logits == 'vocab') != (vocab_ids is not None):
         raise ValueError(f"logits={logits!r}: expected 'full', or 'vocab' with vocab_ids")
     n_layers = len(target_parts(target)['layers'])
@@ -402,8 +404,13 @@ def _draft_fits(rec:Recording, src)->None:
     if c.vocab_size != rec.vocab_size:
         raise ValueError(f"{at}: the draft's target vocabulary is {c.vocab_size}, the recording's {rec.vocab_size}: a recording of another model")
 
+def recorded_draft(rec:Recording)->str|None:
+    "The zoo draft of a recording of a zoo target (what `draft=None` means), else None."
+    made_of = str((rec.manifest['request'].get('source') or {}).get('target'))
+    return f"{made_of}-eagle3" if made_of.startswith('zoo:') else None
+
 def recorded_pair(recording, # a `Recording`, or a recording folder
-                  draft, # the draft directory or `zoo:NAME`
+                  draft=None, # the draft directory or `zoo:NAME`; default: the zoo draft of a recording of a zoo target
                   engine=None, # whose reading of the draft config decides the wiring (None: the default engine)
                   dtype=torch.float32, threads:int|None=None, tokenizer=None):
     "A `Pair` whose target is a recording: the draft loaded with what the recording kept, wired as `engine` reads it."
@@ -411,6 +418,8 @@ def recorded_pair(recording, # a `Recording`, or a recording folder
     from eagle3_workbench.wiring import resolve_wiring
     from eagle3_workbench.threads import apply_threads
     rec = recording if isinstance(recording, Recording) else open_recording(recording)
+    if draft is None and (draft := recorded_draft(rec)) is None:
+        raise ValueError(f"{rec.folder or 'the recording'}: draft=None is only allowed for a recording of a zoo target; pass the draft directory")
     src = read_draft(draft)
     _draft_fits(rec, src)
     chosen = apply_threads(rec.hidden_size, threads)

@@ -19,10 +19,10 @@ from .stats import paired_change
 from .variants import served_draft
 
 # %% auto #0
-__all__ = ['CACHE_ENV', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS',
-           'target_fingerprint', 'token_ids', 'target_pass', 'recorded_prompts', 'AgreementTable', 'search_wirings',
-           'Sweep', 'wiring_sweep', 'holm_threshold', 'beats', 'tied', 'enough_evidence', 'sweep_rows',
-           'variant_impact', 'chain_accepts', 'accept_lengths']
+__all__ = ['CACHE_ENV', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS',
+           'SCREEN_FROM', 'FINALISTS', 'target_fingerprint', 'token_ids', 'target_pass', 'recorded_prompts',
+           'AgreementTable', 'screen_prompts', 'search_wirings', 'Sweep', 'wiring_sweep', 'holm_threshold', 'beats',
+           'tied', 'enough_evidence', 'sweep_rows', 'variant_impact', 'chain_accepts', 'accept_lengths']
 
 # %% ../nbs/04_search.ipynb #e8a4269b
 _PASSES = []   # the last few (key, Recording) recorded in memory: repeated diagnoses of one target reuse its pass
@@ -95,9 +95,10 @@ class AgreementTable:
     "The target's recorded pass on held-out prompts; per wiring, one teacher-forced draft step scored per prompt."
     def __init__(self, rec:Recording, draft, # a recording (its prompts) and the draft to score
                  seqs:list, # the recorded sequences to score (`target_pass`): each prompt is its own sample
-                 batch_tokens:int=4096, # padded tokens per draft forward
+                 batch_tokens:int=512, # padded tokens per draft forward (smaller: less padding, more calls)
                  keep_bytes:int=1 << 30): # layers and fc products kept in memory
-        self.rec, self.draft, self.seqs, self.rows, self.batches, self._kept, self.keep_bytes = rec, draft, list(seqs), {}, [], {}, keep_bytes
+        self.rec, self.draft, self.seqs, self.rows, self.batches, self._kept = rec, draft, list(seqs), {}, [], {}
+        self.batch_tokens, self.keep_bytes = batch_tokens, keep_bytes
         P = [rec.prompt_len(i) for i in seqs]
         if not seqs or all(p < 2 for p in P): raise ValueError("the prompts give no position to score: a prompt needs 2 tokens")
         self.positions = torch.tensor([max(p - 1, 0) for p in P], dtype=torch.float64)   # [m] positions scored
@@ -177,12 +178,18 @@ class AgreementTable:
                 ids, pos = F.pad(x[:, 1:], (0, 1)).repeat(n, 1), torch.arange(T).expand(n * x.shape[0], T)
                 logits = d.compute_logits(d.layer(h, ids, pos, DraftCache(), torch.full((T, T), float('-inf')).triu(1)))[:, :-1]
                 logits = logits.view(n, *B['p'].shape)
-                fit[:, B['idx']] = ((B['p'] * logits.log_softmax(-1)).sum(-1) * B['valid']).sum(-1).double()
-                hits[:, B['idx']] = ((d.to_target_ids(logits.argmax(-1)) == B['greedy']) & B['valid']).sum(-1).double()
+                top, arg = logits.max(-1)   # sum_v p_v log q_v = sum_v p_v z_v - logsumexp(z), as sum_v p_v = 1
+                lse = top + (logits - top[..., None]).exp_().sum(-1).log_()
+                fit[:, B['idx']] = ((torch.einsum('btv,nbtv->nbt', B['p'], logits) - lse) * B['valid']).sum(-1).double()
+                hits[:, B['idx']] = ((d.to_target_ids(arg) == B['greedy']) & B['valid']).sum(-1).double()
             for i, w in enumerate(ws): self.rows[w] = fit[i], hits[i]
         return [self.rows[tuple(w)] for w in wirings]
 
     def score(self, wiring)->tuple: return self.score_many([wiring])[0]   # (fit [m], agreeing positions [m])
+
+    def sub(self, idx:list)->'AgreementTable':
+        "The same table on some of its prompts (the search's screen)."
+        return AgreementTable(self.rec, self.draft, [self.seqs[i] for i in idx], self.batch_tokens, self.keep_bytes)
 
     @torch.no_grad()
     def agreement_steps(self, draft, # any draft over this target (e.g. `variants.served_draft`'s)
@@ -199,9 +206,12 @@ class AgreementTable:
         return hits, pos
 
 # %% ../nbs/04_search.ipynb #90d52662
+ALPHA = 0.01                         # family-wise false-alarm level of the search's verdict (Holm over the candidates)
+MIN_PROMPTS, MIN_TOKENS = 8, 500     # the minimum evidence, chosen from the doctor's calibration
 EXHAUSTIVE_LIMIT = 1000   # every ascending choice up to this many (N = 19 for 3 chunks); beyond, a coordinate search
 STARTS = ('configured', 'trained (dump)', 'engines default')   # the seeds a coordinate search starts from
 PASSES, STRIDE, RADIUS = 3, 2, 2   # coordinate search: passes at most; the first pass's layer stride; later passes' window
+SCREEN_FROM, FINALISTS = 32, 16   # from 32 prompts (4 x MIN_PROMPTS) on, MIN_PROMPTS of them explore; the best 16 are scored in full
 
 def _best_in(score, w:tuple, c:int, layers, add)->tuple:
     "The best wiring when chunk `c` of `w` takes each of `layers` with the others fixed (`w` itself among them)."
@@ -233,6 +243,11 @@ class _Memo:
         if w not in self.memo: self.memo[w] = float(self.fit(w).sum())
         return self.memo[w]
 
+def screen_prompts(m:int)->list|None:
+    "The prompts the search explores with: MIN_PROMPTS of m, evenly spread, or None (all of them) below SCREEN_FROM prompts."
+    k = max(MIN_PROMPTS, 1)
+    return list(range(0, m, m // k))[:k] if m >= SCREEN_FROM else None
+
 def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `AgreementTable`'s `score(w)[0]`)
                    n_layers:int, num_aux:int,
                    seeds:dict, # label -> wiring always compared: configured, dump-identified, engine readings, default
@@ -240,29 +255,38 @@ def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `Agreem
                    top:int|None=None, # the highest resid index a candidate may use: N - 1 (default), N where the engine captures resid[N]
                    starts:tuple=STARTS, # labels of the seeds a coordinate search starts from (all seeds when none is there)
                    fit_many=None, # wirings -> their per-prompt fits, scored together (faster; `AgreementTable.score_many`)
-                  )->tuple: # ({wiring: label} in the order tried, how it searched)
+                   explore=None, # (fit, fit_many) on the screen prompts: the search explores with it; `fit` scores the finalists
+                   finalists:int=FINALISTS, # with `explore`: how many of the best explored wirings are scored in full
+                   layers=None, # the resid indices a candidate may use (a recording of some layers); default all up to `top`
+                  )->tuple: # ({wiring: label} to score in full, in the order tried; how it searched; how many wirings it explored)
     "The candidate wirings: every ascending choice for small N, else a coordinate search; then every chunk order of the seeds and of the best."
     tried, top = {}, n_layers - 1 if top is None else top
+    usable = set(range(top + 1)) if layers is None else {k for k in layers if 0 <= k <= top}
     def add(w, label):
         w = tuple(w)
-        ok = len(w) == num_aux and len(set(w)) == num_aux and all(isinstance(x, int) and 0 <= x <= top for x in w)
+        ok = len(w) == num_aux and len(set(w)) == num_aux and all(isinstance(x, int) and x in usable for x in w)
         if ok and w not in tried: tried[w] = label
         return ok
     seeds = {k: tuple(w) for k, w in seeds.items() if add(w, k)}
-    score = _Memo(fit, fit_many)
-    if math.comb(top + 1, num_aux) <= exhaustive_limit:
-        how = f"every ascending choice of {num_aux} of resid[0..{top}]"
-        for w in itertools.combinations(range(top + 1), num_aux): add(w, 'ascending')
+    look = _Memo(*explore) if explore else _Memo(fit, fit_many)
+    if math.comb(len(usable), num_aux) <= exhaustive_limit:
+        how = f"every ascending choice of {num_aux} of resid[0..{top}]" if len(usable) == top + 1 else \
+              f"every ascending choice of {num_aux} of the recorded resid{sorted(usable)}"
+        for w in itertools.combinations(sorted(usable), num_aux): add(w, 'ascending')
     else:
-        score.many(list(seeds.values()))
+        look.many(list(seeds.values()))
         begin = list(dict.fromkeys(w for k, w in seeds.items() if k in starts)) or list(dict.fromkeys(seeds.values()))
-        _coordinate(score, begin, top, add)
+        _coordinate(look, begin, top, add)
         how = f"coordinate search over resid[0..{top}] from {len(begin)} start(s)"
-    score.many(list(tried))
-    best = max(tried, key=score)
+    look.many(list(tried))
+    best = max(tried, key=look)
     for label, w in list(seeds.items()) + [('best', best)]:
         for p in itertools.permutations(w): add(p, f"chunk order of {label}")
-    return tried, how + ", and the chunk orders of the seeds and the best"
+    look.many(list(tried))
+    how += ", and the chunk orders of the seeds and the best"
+    if not explore: return tried, how, len(tried)
+    keep = set(seeds.values()) | set(sorted(tried, key=look, reverse=True)[:finalists])
+    return {w: l for w, l in tried.items() if w in keep}, how + f", explored on a screen; its best {finalists} and the seeds scored on every prompt", len(tried)
 
 # %% ../nbs/04_search.ipynb #28aeea46
 @dataclass
@@ -274,7 +298,10 @@ class Sweep:
     hits: torch.Tensor       # [K, m] agreeing positions per candidate and prompt
     positions: torch.Tensor  # [m] positions scored per prompt
     search: str = ''         # how the space was searched
+    explored: int = 0        # wirings the search looked at (screened ones too): the family Holm's correction is over
 
+    @property
+    def family(self)->int: return max(len(self.wirings), self.explored)
     @property
     def prompts(self)->int: return len(self.positions)
     @property
@@ -286,7 +313,7 @@ class Sweep:
     def index(self, w)->int|None: return self.wirings.index(tuple(w)) if w is not None and tuple(w) in self.wirings else None
     def subset(self, idx)->'Sweep':
         "The same candidates on some of the prompts."
-        return Sweep(self.wirings, self.labels, self.fit[:, idx], self.hits[:, idx], self.positions[idx], self.search)
+        return Sweep(self.wirings, self.labels, self.fit[:, idx], self.hits[:, idx], self.positions[idx], self.search, self.explored)
 
     def paired(self, ref:int)->tuple: # (gain [K], standard error [K], z [K])
         "Each candidate's fit minus candidate `ref`'s per position, paired on the same prompts."
@@ -301,20 +328,41 @@ class Sweep:
         return ((self.hits - self.agreement[:, None] * n).pow(2).sum(1) * m / max(m - 1, 1)).sqrt() / n.sum()
 
 # %% ../nbs/04_search.ipynb #9bfea176
+def _indexed(many, idx:list):
+    "`many` (wirings -> per-prompt (fit, hits)) on the prompts `idx` only; each wiring indexed once, a batch of them in one op."
+    kept = {}
+    def on(ws):
+        if new := list(dict.fromkeys(tuple(w) for w in ws if tuple(w) not in kept)):
+            rows = many(new)
+            f, h = torch.stack([f for f, _ in rows])[:, idx], torch.stack([h for _, h in rows])[:, idx]
+            kept.update({w: (f[i], h[i]) for i, w in enumerate(new)})
+        return [kept[tuple(w)] for w in ws]
+    return on
+
 def wiring_sweep(table:AgreementTable, n_layers:int, seeds:dict, # label -> wiring always compared (see `search_wirings`)
                  exhaustive_limit:int=EXHAUSTIVE_LIMIT,
                  top:int|None=None, # the highest resid index to try: N - 1 (default), or N where the deploying engine captures resid[N]
+                 screen:bool=True, # explore on `screen_prompts` when there are enough prompts, score the finalists on all
+                 prompts:list|None=None, # search on these of the table's prompts (the calibration's subsets), from its kept scores
+                 layers=None, # the resid indices candidates may use (default: every one up to `top`)
                 )->Sweep:
     "Search the wirings on the table's prompts: one draft step per candidate, several candidates a batch."
-    tried, how = search_wirings(lambda w: table.score(w)[0], n_layers, table.draft.config.num_aux, seeds, exhaustive_limit, top,
-                                fit_many=lambda ws: [f for f, _ in table.score_many(ws)])
-    rows = table.score_many(list(tried))
-    return Sweep(list(tried), list(tried.values()), torch.stack([f for f, _ in rows]), torch.stack([h for _, h in rows]), table.positions, how)
+    idx = list(range(len(table.seqs))) if prompts is None else [int(i) for i in prompts]
+    sidx = screen_prompts(len(idx)) if screen else None
+    if prompts is None:   # the doctor: the screen is a table of its own, so a screened wiring costs a fraction of a step
+        full, look = table.score_many, sidx and table.sub(sidx).score_many
+    else:                 # the calibration: every subset indexes the same kept per-prompt scores
+        full = _indexed(table.score_many, idx)
+        look = sidx and _indexed(full, sidx)
+    fits = lambda many: (lambda w: many([w])[0][0], lambda ws: [f for f, _ in many(ws)])
+    (fit, fit_many), explore = fits(full), look and fits(look)
+    tried, how, explored = search_wirings(fit, n_layers, table.draft.config.num_aux, seeds, exhaustive_limit, top, fit_many=fit_many,
+                                          explore=explore, layers=layers)
+    rows = full(list(tried))
+    return Sweep(list(tried), list(tried.values()), torch.stack([f for f, _ in rows]), torch.stack([h for _, h in rows]),
+                 table.positions[idx], how, explored)
 
 # %% ../nbs/04_search.ipynb #4ed0e14e
-ALPHA = 0.01                         # family-wise false-alarm level of the search's verdict (Holm over the candidates)
-MIN_PROMPTS, MIN_TOKENS = 8, 500     # the minimum evidence, chosen from the doctor's calibration
-
 def holm_threshold(k:int, alpha:float=ALPHA)->float:
     "The one-sided z a gain must pass when it is the strongest of k comparisons (Holm's first step)."
     return float(torch.special.ndtri(torch.tensor(1 - alpha / max(k, 1), dtype=torch.float64)))
@@ -323,7 +371,7 @@ def beats(sw:Sweep, ref:int, alpha:float=ALPHA)->list:
     "Indices of the candidates whose paired gain over candidate `ref` survives Holm's correction over the other K - 1, best fit first."
     g, se, z = sw.paired(ref)
     p = 0.5 * torch.erfc(z / math.sqrt(2)); p[ref] = 1.0   # one-sided p-values
-    M, out = len(sw.wirings) - 1, []
+    M, out = sw.family - 1, []
     for r, i in enumerate(p.argsort().tolist()[:M]):
         if p[i] > alpha / (M - r): break
         out.append(i)
@@ -332,7 +380,7 @@ def beats(sw:Sweep, ref:int, alpha:float=ALPHA)->list:
 def tied(sw:Sweep, rec:int, alpha:float=ALPHA, most:int=10)->list:
     "Candidates the evidence cannot tell from candidate `rec`, closest first: paired fit gain, z and about how many more tokens would separate them."
     g, se, z = sw.paired(rec)
-    zt, out = holm_threshold(len(sw.wirings) - 1, alpha), []
+    zt, out = holm_threshold(sw.family - 1, alpha), []
     for i in (z.abs() < zt).nonzero().flatten().tolist():
         if i == rec: continue
         more = None if float(z[i]) == 0 else int(sw.tokens * ((zt / float(z[i])) ** 2 - 1))
@@ -418,24 +466,25 @@ def _paired_accept(before:list, after:list, n:int=2000, seed:int=0)->dict:
     return dict(gain=round(est, 3), ci=[round(lo, 3), round(hi, 3)], prompts=len(after),
                 label='better' if lo > 0 else 'worse' if hi < 0 else 'within noise')
 
-def accept_lengths(rec:Recording, draft, seqs:list, # a recording with each prompt's greedy continuation (`target_pass`)
-                   configured, # the wiring fed, or None when it cannot run
+def accept_lengths(source, # (a, b) -> (Recording, sequences) of prompts a..b-1 with greedy continuations (e.g. `target_pass` on a slice)
+                   m:int, # how many prompts `source` has
+                   draft, configured, # the draft; the wiring fed, or None when it cannot run
                    recommended, # the wiring to recommend
                    n_prompts:int=8, tokens:int=24,
                    max_prompts:int=32, # double the prompts up to this many while the paired change is within noise
                    eos:int|None=None)->dict:
     "Chain accept length before / after the fix on the same prompts: {'before', 'after', 'change' (paired), 'setup'}."
     steps = SpecSettings().speculative_num_steps
-    run = lambda ps, w: chain_accepts(rec, draft, ps, w, steps, tokens, eos)
+    run = lambda rec, ps, w: chain_accepts(rec, draft, ps, w, steps, tokens, eos)
     same = configured is not None and tuple(configured) == tuple(recommended)
-    k, before, after, change = min(n_prompts, len(seqs)), [], [], None
+    k, before, after, change = min(n_prompts, m), [], [], None
     while True:
-        ps = seqs[len(after):k]
-        after += run(ps, recommended)
-        if configured is not None: before += after[-len(ps):] if same else run(ps, configured)
+        rec, ps = source(len(after), k)   # only the prompts not run yet: a live target records just these
+        after += run(rec, ps, recommended)
+        if configured is not None: before += after[-len(ps):] if same else run(rec, ps, configured)
         if configured is None or same: break
         change = _paired_accept(before, after)
-        if change['label'] != 'within noise' or k >= min(max_prompts, len(seqs)): break
-        k = min(2 * k, max_prompts, len(seqs))
+        if change['label'] != 'within noise' or k >= min(max_prompts, m): break
+        k = min(2 * k, max_prompts, m)
     return dict(before=summarize(before, steps) if before else None, after=summarize(after, steps), change=change,
                 setup=f"chain of {steps} steps, the first {k} prompts x {tokens} tokens, paired")

@@ -101,10 +101,7 @@ def test_correct_pairs_never_miswired_over_200_subsets(name, prompts):
     g, verdicts = torch.Generator().manual_seed(1), []
     for i in range(200):
         idx = torch.randperm(len(prompts), generator=g)[:(8, 16, 32, 48)[i % 4]]
-        fit = lambda w: table.score(w)[0][idx]
-        tried, how = search.search_wirings(fit, n, 3, doc._seeds(trained, n, readings, None))
-        ws = list(tried)
-        sw = search.Sweep(ws, list(tried.values()), torch.stack([fit(w) for w in ws]), torch.stack([table.score(w)[1][idx] for w in ws]), table.positions[idx], how)
+        sw = search.wiring_sweep(table, n, doc._seeds(trained, n, readings, None), prompts=idx)
         verdicts.append(doc.decide(doc.Evidence(n, [], trained, sweep=sw))[0])
     assert 'miswired' not in verdicts and verdicts.count('ok') > 150, {v: verdicts.count(v) for v in set(verdicts)}
 
@@ -147,7 +144,7 @@ def test_coordinate_search_finds_an_optimum_away_from_the_seeds(optimum, seeds):
     noise = torch.rand(61, 61, generator=rng) * 0.3   # a pairwise interaction between chunks 0 and 1, smaller than one layer's step
     f = lambda w: -sum(abs(a - b) for a, b in zip(w, optimum)) + float(noise[w[0], w[1]])
     fit, seen = _counted(f)
-    tried, how = search.search_wirings(fit, 61, 3, seeds)
+    tried, how, _ = search.search_wirings(fit, 61, 3, seeds)
     assert max(tried, key=f) == optimum and optimum in seen, (max(tried, key=f), how)
     assert 'coordinate search' in how and len(tried) <= 250 and seen <= set(tried), (len(tried), how)
     starts = {w for k, w in seeds.items() if k in search.STARTS} or set(seeds.values())
@@ -155,9 +152,9 @@ def test_coordinate_search_finds_an_optimum_away_from_the_seeds(optimum, seeds):
 
 def test_search_space_reaches_resid_N_only_where_the_engine_captures_it():
     fake = lambda w: torch.tensor([-float(sum(abs(a - b) for a, b in zip(w, (2, 6, 12))))])
-    tried, how = search.search_wirings(fake, 12, 3, {'configured': (2, 6, 9)}, top=12)
+    tried, how, _ = search.search_wirings(fake, 12, 3, {'configured': (2, 6, 9)}, top=12)
     assert max(tried, key=lambda w: float(fake(w))) == (2, 6, 12) and 'resid[0..12]' in how
-    tried, how = search.search_wirings(fake, 12, 3, {'configured': (2, 6, 9)})
+    tried, how, _ = search.search_wirings(fake, 12, 3, {'configured': (2, 6, 9)})
     assert all(12 not in w for w in tried) and 'resid[0..11]' in how
 
 PLACES = (0, 10, 12, 20, 24, 34, 36, 44, 49, 51, 56, 60)   # where each of the zoo target's 12 layers sits in a 61-layer target
