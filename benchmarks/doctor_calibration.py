@@ -106,7 +106,8 @@ def main(argv=None):
                 min_tokens=search.MIN_TOKENS, seconds=round(time.perf_counter() - t0))
     (OUT/'doctor_calibration.json').write_text(json.dumps(dict(meta=meta, rows=rows), indent=1) + '\n')
     md = (f"# Doctor calibration\n\n{a.trials} random subsets of a pool of {len(pool)} held-out prompts per size; each subset gets the "
-          f"doctor's search (every ascending triple plus chunk orders) and decision (`decide`, Holm over the candidates at family-wise "
+          f"doctor's search (`wiring_sweep`: every ascending triple plus chunk orders; from 32 prompts on explored on a screen of 8 prompts, "
+          f"its best 16 and the seeds scored on all) and decision (`decide`, Holm over the candidates at family-wise "
           f"{search.ALPHA}, minimum evidence {search.MIN_PROMPTS} prompts and {search.MIN_TOKENS} tokens). Correctly wired: how often it says "
           f"miswired (false alarm). Planted faults: the fraction of subsets where it says miswired AND recommends the trained "
           f"layers (power). {meta['seconds']} s.\n\n" + table_md(rows, a.trials) + '\n')

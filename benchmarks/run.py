@@ -13,7 +13,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import ROOT, g, row  # noqa: E402
 
-BENCHMARKS = ('load', 'capture', 'forward_hooks', 'cycle', 'scale', 'acceptance', 'first_figure', 'doctor', 'report', 'cli_help', 'threads')
+BENCHMARKS = ('load', 'capture', 'forward_hooks', 'cycle', 'scale', 'acceptance', 'first_figure', 'doctor', 'recording', 'report', 'cli_help', 'threads')
 
 # ----------------------------------------------------------------------------------------------------------------------
 def machine()->dict:

@@ -20,7 +20,7 @@ from .recording import Recording
 from .engine import Session, SpecSettings
 from .prompts import check_prompts, read_prompts
 from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, holm_threshold, ALPHA,
-                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, AgreementTable)
+                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, AgreementTable, agreement_table)
 
 # %% auto #0
 __all__ = ['static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump', 'match_training_features',
@@ -544,7 +544,7 @@ def diagnose(pair, # a loaded `Pair`
         if training_dump is not None:
             bar.set_postfix_str('training dump'); ev.training_match, ev.dump_findings = training_dump_match(pair, training_dump); stage('wiring search')
         else: bar.set_postfix_str('wiring search')
-        table = AgreementTable(rec, pair.draft, seqs)
+        table = agreement_table(rec, pair.draft, seqs)   # kept: another question about this pair and prompts reuses its scores
         ev.sweep = wiring_sweep(table, n, _seeds(ev.configured, n, readings, _identified(ev.training_match)),
                                 top=_top(pair, engine), layers=rec.layers)   # resid[N] only where this engine release captures it
         if ev.configured and any(f.code == 'VARIANT_IGNORED' for f in ev.findings):   # what the ignored keys cost, measured

@@ -13,7 +13,8 @@ from .teacher import resid_forward, cache_kw
 
 # %% auto #0
 __all__ = ['FORMAT', 'VERSION', 'MANIFEST', 'BORROWED', 'MappedSafetensors', 'Recording', 'RecordingWriter', 'is_recording',
-           'open_recording', 'greedy_continuations', 'record', 'recorded_draft', 'recorded_pair']
+           'open_recording', 'greedy_continuations', 'tokenizer_identity', 'new_request', 'new_manifest', 'in_memory',
+           'record', 'recorded_draft', 'recorded_pair']
 
 # %% ../nbs/02i_recording.ipynb #4a721f68
 _DTYPES = {'F64': torch.float64, 'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16, 'I64': torch.int64,
@@ -274,30 +275,47 @@ def greedy_continuations(target, # a transformers causal LM
     return out
 
 # %% ../nbs/02i_recording.ipynb #4b8d5507
-def _tokenizer_identity(tok)->dict|None:
+def tokenizer_identity(tok)->dict|None:
     "Enough to tell two tokenizers apart: the class, the vocabulary size and a hash of the vocabulary."
     if tok is None: return None
     vocab = sorted(tok.get_vocab().items()) if hasattr(tok, 'get_vocab') else []
     return dict(name=type(tok).__name__, vocab_size=len(tok), sha256=hashlib.sha256(json.dumps(vocab).encode()).hexdigest())
 
-def _request(target, ids:list, extra:list, n:int, logits:str, vocab_ids, layers, dtype, source)->dict:
+def new_request(ids:list, extra:list, n:int, logits:str, vocab_ids, layers, dtype, source=None)->dict:
     "What was asked: decides whether a folder holds the same recording (and can be resumed)."
     h = hashlib.sha256(json.dumps([ids, extra]).encode()).hexdigest()
-    return dict(prompts=len(ids), extra_sequences=len(extra), token_ids_sha256=h, continuation='greedy', max_new_tokens=n,
-                stop='end-of-text token or max_new_tokens', logits=logits, vocab_ids=None if vocab_ids is None else len(vocab_ids),
-                layers=list(layers), dtype=str(dtype).removeprefix('torch.'), source=source or {})
+    return _plain(dict(prompts=len(ids), extra_sequences=len(extra), token_ids_sha256=h, continuation='greedy', max_new_tokens=n,
+                       stop='end-of-text token or max_new_tokens', logits=logits, vocab_ids=None if vocab_ids is None else len(vocab_ids),
+                       layers=list(layers), dtype=str(dtype).removeprefix('torch.'), source=source or {}))
 
-def _manifest(target, tok, request:dict, layers, dtype, logits:str, vocab_ids)->dict:
-    import transformers
-    c = target.config
-    return _plain(dict(format=FORMAT, version=VERSION, complete=False,
-                engine=dict(name='in-process', release=f"transformers {transformers.__version__}, torch {torch.__version__}"),
-                target=dict(path=getattr(c, '_name_or_path', None), model_type=c.model_type, num_hidden_layers=c.num_hidden_layers,
-                            hidden_size=c.hidden_size, vocab_size=c.vocab_size, max_position_embeddings=getattr(c, 'max_position_embeddings', None),
-                            config=c.to_dict()),
-                dtype=str(dtype).removeprefix('torch.'), tokenizer=_tokenizer_identity(tok), request=request, layers=list(layers),
+def new_manifest(config:dict, # the target's config (config.json, or `config.to_dict()`)
+                 request:dict, layers, dtype, logits:str='full', vocab_ids=None,
+                 tokenizer=None, # the target's tokenizer, or its `tokenizer_identity`
+                 engine:dict|None=None, # who recorded: {'name', 'release'}; default this process's transformers and torch
+                )->dict:
+    "The manifest of a recording not yet written: every recorder (in-process, SGLang, vLLM) starts from it."
+    if engine is None:
+        import transformers
+        engine = dict(name='in-process', release=f"transformers {transformers.__version__}, torch {torch.__version__}")
+    c = config.get('text_config') or config   # a composite config: its language model's
+    return _plain(dict(format=FORMAT, version=VERSION, complete=False, engine=engine,
+                target=dict(path=config.get('_name_or_path'), model_type=config.get('model_type'), num_hidden_layers=c['num_hidden_layers'],
+                            hidden_size=c['hidden_size'], vocab_size=c['vocab_size'], max_position_embeddings=c.get('max_position_embeddings'),
+                            config=config),
+                dtype=str(dtype).removeprefix('torch.'), request=request, layers=list(layers),
+                tokenizer=tokenizer if isinstance(tokenizer, dict) or tokenizer is None else tokenizer_identity(tokenizer),
                 logits=dict(kind=logits, vocab_ids=None if vocab_ids is None else [int(v) for v in vocab_ids]),
                 sequences=[], shards=[]))
+
+def in_memory(manifest:dict, shards:list, # per shard, its sequences: dicts of tokens, greedy, logits, resid {k: [T, H]}, prompt_tokens, kind
+              borrowed:dict|None=None, tokenizer=None)->Recording:
+    "A complete recording held in memory, read exactly as a folder is."
+    m = dict(manifest, sequences=[], shards=[], complete=True)
+    for n, seqs in enumerate(shards):
+        m['shards'].append(dict(file=None, bytes=None, sha256=None, sequences=len(seqs)))
+        m['sequences'] += [dict(shard=n, row=r, tokens=len(s['tokens']), prompt_tokens=s['prompt_tokens'], kind=s['kind']) for r, s in enumerate(seqs)]
+    return Recording(m, [_Memory(_shard_tensors(seqs, tuple(m['layers']))) for seqs in shards], _Memory(borrowed) if borrowed else None,
+                     tokenizer_object=tokenizer)
 
 def _plain(x): return json.loads(json.dumps(x, default=str))   # as it reads back from manifest.json: lists, not tuples
 
@@ -361,8 +379,8 @@ def record(target, # a transformers causal LM (`load_target`), or a `Pair` (its 
     ids, extra = [_as_ids(tokenizer, p) for p in prompts], [_as_ids(None, p) for p in extra_sequences]
     if not ids and not extra: raise ValueError("nothing to record: no prompts and no extra sequences")
     if empty := [i + 1 for i, p in enumerate(ids + extra) if not p]: raise ValueError(f"prompt {empty[0]}: empty, nothing to record")
-    req = _plain(_request(target, ids, extra, max_new_tokens, logits, vocab_ids, layers, dtype, source))
-    m = _manifest(target, tokenizer, req, layers, dtype, logits, vocab_ids)
+    req = new_request(ids, extra, max_new_tokens, logits, vocab_ids, layers, dtype, source)
+    m = new_manifest(target.config.to_dict(), req, layers, dtype, logits, vocab_ids, tokenizer)
     w = RecordingWriter(out, m) if out is not None else None
     memory, todo = [], [(p, 'prompt') for p in ids] + [(p, 'extra') for p in extra]
     bar = tqdm(total=len(todo), desc='record', disable=not progress, leave=False)
@@ -388,12 +406,7 @@ def record(target, # a transformers causal LM (`load_target`), or a `Pair` (its 
         if tokenizer is not None and hasattr(tokenizer, 'save_pretrained'): tokenizer.save_pretrained(str(Path(out)/'tokenizer'))
         w.finish(borrowed)
         return open_recording(out, verify=False)
-    for n, seqs in enumerate(memory):
-        m['shards'].append(dict(file=None, bytes=None, sha256=None, sequences=len(seqs)))
-        m['sequences'] += [dict(shard=n, row=r, tokens=len(s['tokens']), prompt_tokens=s['prompt_tokens'], kind=s['kind']) for r, s in enumerate(seqs)]
-    m['complete'] = True
-    return Recording(m, [_Memory(_shard_tensors(seqs, layers)) for seqs in memory], _Memory(borrowed) if borrowed else None,
-                     tokenizer_object=tokenizer)
+    return in_memory(m, memory, borrowed, tokenizer)
 
 # %% ../nbs/02i_recording.ipynb #cdd005cd
 def _draft_fits(rec:Recording, src)->None:
@@ -426,7 +439,7 @@ def recorded_pair(recording, # a `Recording`, or a recording folder
     dr, report = load_draft(src, target=rec.stand_in(dtype), dtype=dtype)
     if tokenizer is None and rec.folder is not None and (rec.folder/'tokenizer').is_dir(): tokenizer = load_tokenizer(rec.folder/'tokenizer')
     if tokenizer is None: tokenizer = rec.tokenizer_object   # an in-memory recording keeps the tokenizer it was made with
-    if tokenizer is not None and rec.manifest.get('tokenizer') and _tokenizer_identity(tokenizer) != rec.manifest['tokenizer']:
+    if tokenizer is not None and rec.manifest.get('tokenizer') and tokenizer_identity(tokenizer) != rec.manifest['tokenizer']:
         raise ValueError(f"the tokenizer given is not the one the recording was made with ({rec.manifest['tokenizer']['name']}, "
                          f"{rec.manifest['tokenizer']['vocab_size']} tokens)")
     wiring = resolve_wiring(src.raw, rec.n_layers, engine=engine, target_model_type=rec.model_type)

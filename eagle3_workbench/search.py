@@ -21,8 +21,9 @@ from .variants import served_draft
 # %% auto #0
 __all__ = ['CACHE_ENV', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS',
            'SCREEN_FROM', 'FINALISTS', 'target_fingerprint', 'token_ids', 'target_pass', 'recorded_prompts',
-           'AgreementTable', 'screen_prompts', 'search_wirings', 'Sweep', 'wiring_sweep', 'holm_threshold', 'beats',
-           'tied', 'enough_evidence', 'sweep_rows', 'variant_impact', 'chain_accepts', 'accept_lengths']
+           'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'Sweep', 'wiring_sweep',
+           'holm_threshold', 'beats', 'tied', 'enough_evidence', 'sweep_rows', 'variant_impact', 'chain_accepts',
+           'accept_lengths']
 
 # %% ../nbs/04_search.ipynb #e8a4269b
 _PASSES = []   # the last few (key, Recording) recorded in memory: repeated diagnoses of one target reuse its pass
@@ -188,8 +189,10 @@ class AgreementTable:
     def score(self, wiring)->tuple: return self.score_many([wiring])[0]   # (fit [m], agreeing positions [m])
 
     def sub(self, idx:list)->'AgreementTable':
-        "The same table on some of its prompts (the search's screen)."
-        return AgreementTable(self.rec, self.draft, [self.seqs[i] for i in idx], self.batch_tokens, self.keep_bytes)
+        "The same table on some of its prompts (the search's screen), kept: asked again, it answers from its scores."
+        subs = self.__dict__.setdefault('_subs', {})
+        if tuple(idx) not in subs: subs[tuple(idx)] = AgreementTable(self.rec, self.draft, [self.seqs[i] for i in idx], self.batch_tokens, self.keep_bytes)
+        return subs[tuple(idx)]
 
     @torch.no_grad()
     def agreement_steps(self, draft, # any draft over this target (e.g. `variants.served_draft`'s)
@@ -204,6 +207,18 @@ class AgreementTable:
                 hits[B['idx'], k] = ((draft.to_target_ids(logits[:, :T - 1 - k].argmax(-1)) == B['greedy'][:, k:]) & ok).sum(1).double()
                 pos[B['idx'], k] = ok.sum(1).double()
         return hits, pos
+
+# %% ../nbs/04_search.ipynb #e962ebf3
+_TABLES = []   # the last few (key, AgreementTable)
+
+def agreement_table(rec:Recording, draft, seqs:list)->AgreementTable:
+    "An `AgreementTable` for this recording, draft and prompts: the one kept from an earlier call when nothing changed."
+    key = (id(rec), tuple(seqs), id(draft), tuple(t._version for t in list(draft.parameters()) + list(draft.buffers())))
+    for k, t in _TABLES:
+        if k == key: return t
+    t = AgreementTable(rec, draft, seqs)
+    _TABLES[:] = _TABLES[-3:] + [(key, t)]
+    return t
 
 # %% ../nbs/04_search.ipynb #90d52662
 ALPHA = 0.01                         # family-wise false-alarm level of the search's verdict (Holm over the candidates)

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHMARKS = ('load', 'capture', 'forward_hooks', 'cycle', 'scale', 'acceptance', 'first_figure', 'doctor', 'report', 'cli_help', 'threads')
+BENCHMARKS = ('load', 'capture', 'forward_hooks', 'cycle', 'scale', 'acceptance', 'first_figure', 'doctor', 'recording', 'report', 'cli_help', 'threads')
 KEYS = {'metric', 'value', 'target', 'met', 'note'}
 
 def _not_measurable(row):
