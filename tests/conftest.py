@@ -10,6 +10,14 @@ torch.set_num_threads(int(os.environ['OMP_NUM_THREADS']))
 
 FIXTURES = Path(__file__).parent/'fixtures'
 
+def pytest_configure(config):
+    "One target pass per zoo target and prompt set for the whole run: tests, notebooks and CLI subprocesses share a cache folder."
+    import atexit, shutil, tempfile
+    if not os.environ.get('EAGLE3_RECORDING_CACHE'):
+        d = tempfile.mkdtemp(prefix='e3w-passes-')
+        os.environ['EAGLE3_RECORDING_CACHE'] = d   # search.CACHE_ENV; subprocesses inherit it
+        atexit.register(shutil.rmtree, d, True)
+
 def tiny_target_config(arch, vocab=96):
     "A few-layer random-init config of each architecture the loader must support."
     from transformers import LlamaConfig, Qwen2Config, Qwen3Config, DeepseekV3Config
