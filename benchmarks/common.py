@@ -137,6 +137,11 @@ def module_available(name:str)->tuple:
     try: importlib.import_module(name); return True, ''
     except Exception as e: return False, f"{type(e).__name__}: {e}"
 
+TINY_ENV = 'E3W_BENCH_TINY'
+def tiny()->bool:
+    "`run.py --tiny`: the smallest sizes, no busy processes; the suite checks that every benchmark runs, not its numbers."
+    return os.environ.get(TINY_ENV) == '1'
+
 def threads()->int:
     import torch
     return torch.get_num_threads()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import ROOT, g, row  # noqa: E402
+from common import ROOT, TINY_ENV, g, row  # noqa: E402
 
 BENCHMARKS = ('load', 'capture', 'forward_hooks', 'cycle', 'scale', 'acceptance', 'first_figure', 'doctor', 'recording', 'report', 'cli_help', 'threads')
 
@@ -114,6 +114,8 @@ def markdown(results:dict, info:dict, args, total:float)->str:
 def main(argv=None)->int:
     ap = argparse.ArgumentParser(description='Run the eagle3-workbench benchmarks and write a markdown table.')
     ap.add_argument('--quick', action='store_true', help='fewer repeats and smaller inputs (about 2 minutes)')
+    ap.add_argument('--tiny', action='store_true', help="the smallest sizes and no busy processes: proves every benchmark runs "
+                                                        "and prints its table (the test suite's check); the numbers mean nothing")
     ap.add_argument('--out', default=str(ROOT/'BENCHMARKS.md'), help='markdown file to write (default: BENCHMARKS.md at the repo root)')
     ap.add_argument('--only', nargs='+', metavar='NAME', choices=BENCHMARKS, help=f"run only these: {', '.join(BENCHMARKS)}")
     ap.add_argument('--json', help='also write the results as JSON to this file')
@@ -121,6 +123,7 @@ def main(argv=None)->int:
                     help='torch threads (default: one per core; 1 with --quick, where a second thread on a shared machine '
                          'can make the run many times slower)')
     args = ap.parse_args(argv)
+    if args.tiny: args.quick = True; os.environ[TINY_ENV] = '1'   # read by `common.tiny()`
     import torch
     torch.set_num_threads(args.threads or (1 if args.quick else os.cpu_count() or 1))
     os.environ.setdefault('TQDM_DISABLE', '1')

@@ -20,7 +20,7 @@ from .recording import Recording
 from .engine import Session, SpecSettings
 from .prompts import check_prompts, read_prompts
 from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, holm_threshold, ALPHA,
-                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, AgreementTable, agreement_table)
+                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, agreement_table)
 
 # %% auto #0
 __all__ = ['static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump', 'match_training_features',
