@@ -4,7 +4,7 @@
 
 # %% ../nbs/04a_doctor.ipynb #0164b2be
 from __future__ import annotations
-import time
+import copy, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import torch
@@ -20,7 +20,9 @@ from .recording import Recording
 from .engine import Session, SpecSettings
 from .prompts import check_prompts, read_prompts
 from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, holm_threshold, ALPHA,
-                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, agreement_table, paired_gain)
+                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, agreement_table, paired_gain,
+                                     AgreementTable)
+from .loading import target_parts
 
 # %% auto #0
 __all__ = ['USEFUL_AGREEMENT', 'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump',
@@ -279,6 +281,38 @@ def _features_unused(sw:Sweep, null:tuple, # the search's evidence; (fit [m], hi
                     "made for another target); no wiring can fix it", dict(part='fc', best=list(sw.wirings[best]), gain=round(g, 4),
                     z=round(z, 2), agreement=round(ag, 4), agreement_zeros=round(ag0, 4)))]
 
+# %% ../nbs/04a_doctor.ipynb #25b22af4
+def _with_embedding(draft, weight:torch.Tensor):
+    "The same draft (its modules shared, not copied) computing with another embedding table."
+    other = copy.copy(draft)
+    object.__setattr__(other, 'embed_tokens', torch.nn.Embedding.from_pretrained(weight, freeze=True))
+    return other
+
+def _embedding_choice(pair, table:AgreementTable, wiring, engine:Engine)->list:
+    "DRAFT_EMBED_DIVERGES when the shipped embedding differs from the target's: the engine's choice against the other, paired."
+    w, te = getattr(pair.draft, 'shipped_embedding', None), target_parts(pair.target)['embed'].weight
+    if w is None or wiring is None or te.shape != w.shape or torch.equal(te.to(w.dtype), w): return []
+    shipped = bool(torch.equal(pair.draft.embed_tokens.weight.to(w.dtype), w))   # what the engine runs it with
+    other = agreement_table(table.rec, _with_embedding(pair.draft, (te if shipped else w).to(pair.draft.fc.weight.dtype)), table.seqs)
+    (fa, ha), (fb, hb) = table.score(wiring), other.score(wiring)
+    g, se, z = (float(x) for x in paired_gain(fb, fa, table.positions))   # what the other choice gains
+    n = table.positions.sum()
+    ev = dict(part='embedding', engine_uses='shipped' if shipped else 'target', gain_other=round(g, 4), z=round(z, 2),
+              agreement=round(float(ha.sum() / n), 4), agreement_other=round(float(hb.sum() / n), 4), max_abs_diff=round(float((w - te.to(w.dtype)).abs().max()), 4))
+    said = f"{g:+.4f} nats/token, 95% CI [{g - 1.96 * se:+.4f}, {g + 1.96 * se:+.4f}], agreement {ev['agreement']} -> {ev['agreement_other']}"
+    uses = 'its own (shipped) table' if shipped else "the target's table in its place"
+    head = f"the checkpoint ships an embed_tokens that differs from the target's (max |diff| {ev['max_abs_diff']}) and {engine} runs the draft with {uses}"
+    z1 = holm_threshold(1)   # one comparison, one-sided at ALPHA
+    if z > z1:
+        fix = ("remove embed_tokens from the checkpoint: engines then share the target's (SGLang always does)" if shipped else
+               "the draft was trained with its own embedding: serve it with vLLM >= 0.13.0 (keeps a distinct one, PR #28549), or retrain it "
+               "with the target's embedding frozen")
+        return [Finding('DRAFT_EMBED_DIVERGES', 'error', f"{head}; with the other one it fits better ({said}): {fix}", ev)]
+    if z < -z1:
+        return [Finding('DRAFT_EMBED_DIVERGES', 'warning', f"{head}, the better of the two ({said} with the other): engines that choose the "
+                        f"other ({'SGLang, which replaces it' if shipped else 'vLLM >= 0.13.0, which keeps it'}) lose that", ev)]
+    return [Finding('DRAFT_EMBED_DIVERGES', 'info', f"{head}; the other choice makes no measurable difference ({said})", ev)]
+
 # %% ../nbs/04a_doctor.ipynb #ff12e2e6
 @torch.no_grad()
 def _nonfinite(pair, prompt, wiring)->list:
@@ -312,6 +346,7 @@ class Evidence:
     sweep: Sweep|None = None             # the wiring search (`wiring_sweep`)
     null: tuple|None = None              # (fit, hits) per prompt of the draft fed zeros: does it read its features?
     nonfinite: list = field(default_factory=list)   # NONFINITE findings on the wiring to recommend
+    embedding: list = field(default_factory=list)   # DRAFT_EMBED_DIVERGES on the wiring to recommend
     accept: dict|None = None             # accept length before / after (`accept_lengths`)
     engine: Engine|None = None           # whose reading is diagnosed: the recommendation is written for it first
     model_type: str|None = None          # the target's model_type (picks SGLang's rule)
@@ -465,7 +500,7 @@ def decide(ev:Evidence)->tuple:
     if enough and ev.null is not None and (unused := _features_unused(sw, ev.null)):   # no wiring preference means anything
         findings = [f for f in findings if f not in about or from_dump] + unused
     elif enough and sw.index(rec.resid_layers) is not None: findings += _tie_finding(sw, sw.index(rec.resid_layers))
-    findings += _express_finding(rec) + ev.nonfinite
+    findings += _express_finding(rec) + ev.nonfinite + ev.embedding
     if not any(f.severity == 'error' for f in findings): findings += _low_acceptance(ev, rec)
     return _verdict(findings), findings, rec
 
@@ -589,6 +624,7 @@ def diagnose(pair, # a loaded `Pair`
         if ev.configured and any(f.code == 'VARIANT_IGNORED' for f in ev.findings):   # what the ignored keys cost, measured
             ev.findings = _measured(ev.findings, variant_impact(table, engine, ev.configured))
         resid = recommended_wiring(ev)   # the wiring to recommend, measured next
+        ev.embedding = _embedding_choice(pair, table, resid, engine)
         if not any(f.code == 'VOCAB_MAP_INVALID' for f in ev.findings):
             ev.nonfinite = _nonfinite(pair, rec.tokens(seqs[0])[:rec.prompt_len(seqs[0])].tolist(), resid)
             if accept and not ev.nonfinite:
