@@ -5,14 +5,14 @@
 # %% ../nbs/04a_doctor.ipynb #0164b2be
 from __future__ import annotations
 import copy, time
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 import torch
 from .conventions import read_aux_ids, from_resid, default_resid_layers
 from .engines import Engine, EDITABLE, RECOMMENDED_IDS
 from .wiring import engine_readings, disagreements, resolve_wiring, draft_config_edit, ConfigEdit
 from .findings import Finding, by_severity, DRAFT_FAULTS
-from .variants import variant_problems
+from .variants import variant_problems, computing, trained_math
 from .capture import Capture
 from .records import load_tensor
 from .dumps import read_dump
@@ -21,13 +21,13 @@ from .engine import Session, SpecSettings
 from .prompts import check_prompts, read_prompts
 from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, holm_threshold, ALPHA,
                                      MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, agreement_table, paired_gain,
-                                     AgreementTable)
+                                     AgreementTable, screen_prompts)
 from .loading import target_parts
 
 # %% auto #0
 __all__ = ['USEFUL_AGREEMENT', 'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump',
            'match_training_features', 'training_dump_match', 'Evidence', 'Recommendation', 'recommended_wiring',
-           'decide', 'Diagnosis', 'diagnose']
+           'decide', 'Diagnosis', 'unusable_diagnosis', 'diagnose']
 
 # %% ../nbs/04a_doctor.ipynb #2f1c64af
 def _vocab_findings(draft)->list:
@@ -313,6 +313,28 @@ def _embedding_choice(pair, table:AgreementTable, wiring, engine:Engine)->list:
                         f"other ({'SGLang, which replaces it' if shipped else 'vLLM >= 0.13.0, which keeps it'}) lose that", ev)]
     return [Finding('DRAFT_EMBED_DIVERGES', 'info', f"{head}; the other choice makes no measurable difference ({said})", ev)]
 
+# %% ../nbs/04a_doctor.ipynb #8d4d0f5a
+_OTHER_READING = {'feedback': dict(norm_output=False, norm_output_meaning='3.1'), 'plain': dict(norm_output=True, norm_output_meaning='3.1')}
+
+def _norm_placement(table:AgreementTable, wiring, steps:int=3)->list:
+    "NORM_OUTPUT_MISMATCH when the later unrolled steps agree surely better with the other norm_output reading."
+    c = table.draft.config
+    now = trained_math(c)['norm_output'][1]
+    if wiring is None or now not in _OTHER_READING: return []   # raw logits (no final norm): nothing to move
+    if idx := screen_prompts(len(table.seqs)): table = table.sub(idx)   # the search's screen: a moved norm is no subtle effect
+    other, _ = computing(table.draft, replace(c, **_OTHER_READING[now]))
+    (a, pos), (b, _) = table.agreement_steps(table.draft, wiring, steps), table.agreement_steps(other, wiring, steps)
+    n = pos[:, 1:].sum(1)
+    g, se, z = (float(x) for x in paired_gain(b[:, 1:].sum(1), a[:, 1:].sum(1), n))
+    if z <= holm_threshold(1): return []
+    ag = lambda h, k: round(float(h[:, k].sum() / pos[:, k].sum()), 3)
+    want = 'true' if now == 'plain' else 'false'
+    return [Finding('NORM_OUTPUT_MISMATCH', 'error', f"the draft's steps 1..{steps - 1} agree {g:+.3f} better (95% CI [{g - 1.96 * se:+.3f}, "
+                    f"{g + 1.96 * se:+.3f}], z {z:.1f}) with norm_output {want} than as configured, step 0 the same: agreement per step "
+                    f"{[ag(a, k) for k in range(steps)]} as configured, {[ag(b, k) for k in range(steps)]} with the other reading; "
+                    f"set norm_output: {want} (the weights were trained so)", dict(now=now, gain=round(g, 4), z=round(z, 2),
+                    steps_configured=[ag(a, k) for k in range(steps)], steps_other=[ag(b, k) for k in range(steps)]))]
+
 # %% ../nbs/04a_doctor.ipynb #ff12e2e6
 @torch.no_grad()
 def _nonfinite(pair, prompt, wiring)->list:
@@ -347,6 +369,7 @@ class Evidence:
     null: tuple|None = None              # (fit, hits) per prompt of the draft fed zeros: does it read its features?
     nonfinite: list = field(default_factory=list)   # NONFINITE findings on the wiring to recommend
     embedding: list = field(default_factory=list)   # DRAFT_EMBED_DIVERGES on the wiring to recommend
+    norm: list = field(default_factory=list)        # NORM_OUTPUT_MISMATCH on the wiring to recommend
     accept: dict|None = None             # accept length before / after (`accept_lengths`)
     engine: Engine|None = None           # whose reading is diagnosed: the recommendation is written for it first
     model_type: str|None = None          # the target's model_type (picks SGLang's rule)
@@ -500,7 +523,7 @@ def decide(ev:Evidence)->tuple:
     if enough and ev.null is not None and (unused := _features_unused(sw, ev.null)):   # no wiring preference means anything
         findings = [f for f in findings if f not in about or from_dump] + unused
     elif enough and sw.index(rec.resid_layers) is not None: findings += _tie_finding(sw, sw.index(rec.resid_layers))
-    findings += _express_finding(rec) + ev.nonfinite + ev.embedding
+    findings += _express_finding(rec) + ev.nonfinite + ev.embedding + ev.norm
     if not any(f.severity == 'error' for f in findings): findings += _low_acceptance(ev, rec)
     return _verdict(findings), findings, rec
 
@@ -579,6 +602,28 @@ def _seeds(configured, n:int, readings, trained)->dict:
     s['engines default'] = default_resid_layers(n) if n >= 4 else None
     return {k: tuple(w) for k, w in s.items() if w}
 
+_SERVED_AS = {   # what the serving engines make of a checkpoint fault the loader refuses, from their code (`Engine.uses_shipped`'s rows)
+    'LM_HEAD_MISSING': "SGLang builds a draft_vocab_size head that only the checkpoint fills and runs it unfilled (accept length 1.00, "
+                       "sgl-project/sglang#27908); vLLM >= 0.13.0 shares the target's head, which does not fit a smaller draft vocabulary: "
+                       "ship lm_head.weight, or set draft_vocab_size to null so SGLang borrows the target's head",
+    'VARIANT_WEIGHTS_MISSING': "an engine that reads the key builds the norm and leaves it at its initial weights (ones): the draft "
+                               "runs with a norm it was not trained with; ship the norm weights or turn the key off as trained",
+    'VOCAB_SIZE_MISMATCH': "engines size the head and the map from draft_vocab_size and fail to load, or map ids wrongly: make "
+                           "draft_vocab_size, d2t, t2d and lm_head agree",
+    'VOCAB_MAP_ABSOLUTE': "SGLang adds arange to d2t (hot_token_id = d2t + arange) and vLLM reads target = draft + d2t: every proposed id is "
+                          "wrong or out of range",
+    'VOCAB_MAP_INVALID': "engines map draft ids outside the target vocabulary: the draft proposes wrong tokens or fails",
+}
+
+def unusable_diagnosis(error, # a `ModelLoadError` whose `code` names a fault of the draft itself
+                       engine=None)->Diagnosis:
+    "The doctor's answer for a draft the loader refuses for a fault of its own: unusable, the part named, what engines make of it."
+    engine = Engine.parse(engine, 'engine')
+    msg = ' '.join(str(error).split())
+    f = Finding(error.code, 'error', f"{msg}: {_SERVED_AS.get(error.code, 'no engine can run it as shipped')}",
+                dict(part=DRAFT_FAULTS.get(error.code), loader=msg))
+    return Diagnosis('unusable', [f], None, None, engine)
+
 def diagnose(pair, # a loaded `Pair`
              prompts:list|None=None, # held-out texts or token ids; default: the zoo's (a recorded pair: the prompts it recorded)
              training_dump=None, # a SpecForge or speculators dump folder, the strongest evidence
@@ -625,6 +670,7 @@ def diagnose(pair, # a loaded `Pair`
             ev.findings = _measured(ev.findings, variant_impact(table, engine, ev.configured))
         resid = recommended_wiring(ev)   # the wiring to recommend, measured next
         ev.embedding = _embedding_choice(pair, table, resid, engine)
+        ev.norm = _norm_placement(table, resid)
         if not any(f.code == 'VOCAB_MAP_INVALID' for f in ev.findings):
             ev.nonfinite = _nonfinite(pair, rec.tokens(seqs[0])[:rec.prompt_len(seqs[0])].tolist(), resid)
             if accept and not ev.nonfinite:
