@@ -357,7 +357,7 @@ def load_draft(source, # a `DraftSource` (`read_draft`), a draft directory or `z
     for k, v in expected.items():
         if k in sd and tuple(sd[k].shape) != tuple(v.shape):
             raise ModelLoadError(f"{path}: {k} has shape {tuple(sd[k].shape)}, expected {tuple(v.shape)} from config.json",
-                                 'VOCAB_SIZE_MISMATCH' if k == 'lm_head.weight' and sd[k].shape[1:] == v.shape[1:] else None)
+                                 'VOCAB_SIZE_MISMATCH' if k in ('d2t', 't2d') or k == 'lm_head.weight' and sd[k].shape[1:] == v.shape[1:] else None)
     vocab_map = _vocab_map(sd, c)
     _check_vocab_map(sd['d2t'], sd['t2d'], c, path)
     unknown = sorted(k for k in sd if k not in expected and k != 'embed_tokens.weight')
