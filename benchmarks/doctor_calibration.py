@@ -44,6 +44,7 @@ def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, tr
     rec, seqs = search.target_pass(pair, pool)
     table = search.AgreementTable(rec, pair.draft, seqs)
     readings = engine_readings(pair.draft.config.raw, n, pair.model_type)
+    zeros = table.score((None,) * pair.draft.config.num_aux)
     rows, gen = [], torch.Generator().manual_seed(seed)
     subsets = {m: [torch.randperm(len(pool), generator=gen)[:m] for _ in range(trials)] for m in sizes}
     for label, conf in faults(trained, n).items():
@@ -52,15 +53,16 @@ def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, tr
                        miswired=0, named=0, inconclusive=0, recommended_trained=0, tokens=0.0, raw_miswired=0)
             for idx in subsets[m]:
                 sw = search.wiring_sweep(table, n, doc._seeds(conf, n, readings, None), prompts=idx)   # the doctor's search, screen included
-                v, fs, rec = doc.decide(doc.Evidence(n, [], conf, sweep=sw))
+                null = tuple(x[idx] for x in zeros)   # the draft fed zeros: FEATURES_UNUSED is part of the decision
+                v, fs, rec = doc.decide(doc.Evidence(n, [], conf, sweep=sw, null=null))
                 res['tokens'] += sw.tokens / trials
-                res['miswired'] += v == 'miswired'; res['inconclusive'] += v == 'inconclusive'
+                res['miswired'] += v == 'miswired'; res['inconclusive'] += v == 'inconclusive'; res['unusable'] = res.get('unusable', 0) + (v == 'unusable')
                 res['named'] += v == 'miswired' and tuple(rec.resid_layers) == trained
                 res['recommended_trained'] += tuple(rec.resid_layers) == trained
                 # the same decision with no minimum evidence: what the minimum protects against
                 mp, mt = search.MIN_PROMPTS, search.MIN_TOKENS   # read by `search.enough_evidence`
                 search.MIN_PROMPTS = search.MIN_TOKENS = 0
-                try: res['raw_miswired'] += doc.decide(doc.Evidence(n, [], conf, sweep=sw))[0] == 'miswired'
+                try: res['raw_miswired'] += doc.decide(doc.Evidence(n, [], conf, sweep=sw, null=null))[0] == 'miswired'
                 finally: search.MIN_PROMPTS, search.MIN_TOKENS = mp, mt
             res['tokens'] = round(res['tokens'])
             rows.append(res)
