@@ -80,7 +80,7 @@ def table_md(rows:list, trials:int)->str:
         for m in sizes:
             r = next(x for x in rows if x['pair'] == pair and x['fault'] == fault and x['prompts'] == m)
             if fault == 'correct':
-                cells.append(f"false alarms {r['miswired']}/{trials} (without the minimum: {r['raw_miswired']}); inconclusive {r['inconclusive']}")
+                cells.append(f"false alarms {r['miswired'] + r.get('unusable', 0)}/{trials} (without the minimum: {r['raw_miswired']}); inconclusive {r['inconclusive']}")
             else: cells.append(f"{r['named'] / trials:.2f}")
         L.append(f"| {pair} | {fault} {r['fed']} | " + ' | '.join(cells) + ' |')
     return '\n'.join(L)
@@ -111,7 +111,7 @@ def main(argv=None):
           f"doctor's search (`wiring_sweep`: every ascending triple plus chunk orders; from 32 prompts on explored on a screen of 8 prompts, "
           f"its best 16 and the seeds scored on all) and decision (`decide`, Holm over the candidates at family-wise "
           f"{search.ALPHA}, minimum evidence {search.MIN_PROMPTS} prompts and {search.MIN_TOKENS} tokens). Correctly wired: how often it says "
-          f"miswired (false alarm). Planted faults: the fraction of subsets where it says miswired AND recommends the trained "
+          f"miswired or unusable (false alarm). Planted faults: the fraction of subsets where it says miswired AND recommends the trained "
           f"layers (power). {meta['seconds']} s.\n\n" + table_md(rows, a.trials) + '\n')
     (OUT/'doctor_calibration.md').write_text(md)
     print(md)
