@@ -44,6 +44,7 @@ def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, tr
     rec, seqs = search.target_pass(pair, pool)
     table = search.AgreementTable(rec, pair.draft, seqs)
     readings = engine_readings(pair.draft.config.raw, n, pair.model_type)
+    zeros = table.score((None,) * pair.draft.config.num_aux)
     rows, gen = [], torch.Generator().manual_seed(seed)
     subsets = {m: [torch.randperm(len(pool), generator=gen)[:m] for _ in range(trials)] for m in sizes}
     for label, conf in faults(trained, n).items():
@@ -52,15 +53,16 @@ def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, tr
                        miswired=0, named=0, inconclusive=0, recommended_trained=0, tokens=0.0, raw_miswired=0)
             for idx in subsets[m]:
                 sw = search.wiring_sweep(table, n, doc._seeds(conf, n, readings, None), prompts=idx)   # the doctor's search, screen included
-                v, fs, rec = doc.decide(doc.Evidence(n, [], conf, sweep=sw))
+                null = tuple(x[idx] for x in zeros)   # the draft fed zeros: FEATURES_UNUSED is part of the decision
+                v, fs, rec = doc.decide(doc.Evidence(n, [], conf, sweep=sw, null=null))
                 res['tokens'] += sw.tokens / trials
-                res['miswired'] += v == 'miswired'; res['inconclusive'] += v == 'inconclusive'
+                res['miswired'] += v == 'miswired'; res['inconclusive'] += v == 'inconclusive'; res['unusable'] = res.get('unusable', 0) + (v == 'unusable')
                 res['named'] += v == 'miswired' and tuple(rec.resid_layers) == trained
                 res['recommended_trained'] += tuple(rec.resid_layers) == trained
                 # the same decision with no minimum evidence: what the minimum protects against
                 mp, mt = search.MIN_PROMPTS, search.MIN_TOKENS   # read by `search.enough_evidence`
                 search.MIN_PROMPTS = search.MIN_TOKENS = 0
-                try: res['raw_miswired'] += doc.decide(doc.Evidence(n, [], conf, sweep=sw))[0] == 'miswired'
+                try: res['raw_miswired'] += doc.decide(doc.Evidence(n, [], conf, sweep=sw, null=null))[0] == 'miswired'
                 finally: search.MIN_PROMPTS, search.MIN_TOKENS = mp, mt
             res['tokens'] = round(res['tokens'])
             rows.append(res)
@@ -78,7 +80,7 @@ def table_md(rows:list, trials:int)->str:
         for m in sizes:
             r = next(x for x in rows if x['pair'] == pair and x['fault'] == fault and x['prompts'] == m)
             if fault == 'correct':
-                cells.append(f"false alarms {r['miswired']}/{trials} (without the minimum: {r['raw_miswired']}); inconclusive {r['inconclusive']}")
+                cells.append(f"false alarms {r['miswired'] + r.get('unusable', 0)}/{trials} (without the minimum: {r['raw_miswired']}); inconclusive {r['inconclusive']}")
             else: cells.append(f"{r['named'] / trials:.2f}")
         L.append(f"| {pair} | {fault} {r['fed']} | " + ' | '.join(cells) + ' |')
     return '\n'.join(L)
@@ -109,7 +111,7 @@ def main(argv=None):
           f"doctor's search (`wiring_sweep`: every ascending triple plus chunk orders; from 32 prompts on explored on a screen of 8 prompts, "
           f"its best 16 and the seeds scored on all) and decision (`decide`, Holm over the candidates at family-wise "
           f"{search.ALPHA}, minimum evidence {search.MIN_PROMPTS} prompts and {search.MIN_TOKENS} tokens). Correctly wired: how often it says "
-          f"miswired (false alarm). Planted faults: the fraction of subsets where it says miswired AND recommends the trained "
+          f"miswired or unusable (false alarm). Planted faults: the fraction of subsets where it says miswired AND recommends the trained "
           f"layers (power). {meta['seconds']} s.\n\n" + table_md(rows, a.trials) + '\n')
     (OUT/'doctor_calibration.md').write_text(md)
     print(md)

@@ -171,7 +171,14 @@ def _diagnose(a)->int:
     prompts = _prompts(a) if a.recording is None else None
     if a.training_dump is not None and not Path(a.training_dump).is_dir():
         raise FileNotFoundError(f"--training-dump {a.training_dump}: no such folder")
-    pair = _load(a)
+    from eagle3_workbench.draft import ModelLoadError
+    try: pair = _load(a)
+    except ModelLoadError as e:   # a fault of the draft's own checkpoint: a diagnosis (unusable), not a bad-input error
+        if e.code is None: raise
+        from eagle3_workbench.doctor import unusable_diagnosis
+        d = unusable_diagnosis(e, a.engine)
+        print(json.dumps(d.to_json()) if a.json else d)
+        return EXIT_CHECK_FAILED
     prompts = prompts or _prompts(a, pair)
     if not a.json: print(f"diagnosing {pair} on {len(prompts)} prompts ...", file=sys.stderr, flush=True)
     d = diagnose(pair, prompts, training_dump=a.training_dump, engine=a.engine,

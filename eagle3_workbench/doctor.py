@@ -4,15 +4,15 @@
 
 # %% ../nbs/04a_doctor.ipynb #0164b2be
 from __future__ import annotations
-import time
-from dataclasses import dataclass, field, asdict
+import copy, time
+from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 import torch
 from .conventions import read_aux_ids, from_resid, default_resid_layers
 from .engines import Engine, EDITABLE, RECOMMENDED_IDS
 from .wiring import engine_readings, disagreements, resolve_wiring, draft_config_edit, ConfigEdit
-from .findings import Finding, by_severity
-from .variants import variant_problems
+from .findings import Finding, by_severity, DRAFT_FAULTS
+from .variants import variant_problems, computing, trained_math
 from .capture import Capture
 from .records import load_tensor
 from .dumps import read_dump
@@ -20,11 +20,14 @@ from .recording import Recording
 from .engine import Session, SpecSettings
 from .prompts import check_prompts, read_prompts
 from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, holm_threshold, ALPHA,
-                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, agreement_table)
+                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, agreement_table, paired_gain,
+                                     AgreementTable, screen_prompts)
+from .loading import target_parts
 
 # %% auto #0
-__all__ = ['static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump', 'match_training_features',
-           'training_dump_match', 'Evidence', 'Recommendation', 'recommended_wiring', 'decide', 'Diagnosis', 'diagnose']
+__all__ = ['USEFUL_AGREEMENT', 'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump',
+           'match_training_features', 'training_dump_match', 'Evidence', 'Recommendation', 'recommended_wiring',
+           'decide', 'Diagnosis', 'unusable_diagnosis', 'diagnose']
 
 # %% ../nbs/04a_doctor.ipynb #2f1c64af
 def _vocab_findings(draft)->list:
@@ -263,6 +266,75 @@ def _identified(sim)->tuple|None:
     "The layers a dump (or capture) match identifies, or None when any chunk matches no layer exactly."
     return tuple(sim['trained']) if sim and all(sim['identified']) else None
 
+# %% ../nbs/04a_doctor.ipynb #154296b8
+def _features_unused(sw:Sweep, null:tuple, # the search's evidence; (fit [m], hits [m]) of the draft fed zeros on the same prompts
+                     )->list:
+    "FEATURES_UNUSED when the best wiring does not beat zeros in the paired, corrected comparison."
+    best = int(sw.mean_fit.argmax())
+    g, se, z = (float(x) for x in paired_gain(sw.fit[best], null[0], sw.positions))
+    zt = holm_threshold(sw.family)   # the search's family and this comparison
+    if z > zt: return []
+    ag, ag0 = float(sw.agreement[best]), float(null[1].sum() / sw.positions.sum())
+    return [Finding('FEATURES_UNUSED', 'error', f"fed its best wiring resid{list(sw.wirings[best])} the draft fits the target no better than "
+                    f"fed zeros (paired gain {g:+.4f} nats/token, 95% CI [{g - 1.96 * se:+.4f}, {g + 1.96 * se:+.4f}], z {z:.1f} <= {zt:.2f}; "
+                    f"agreement {ag:.3f} vs {ag0:.3f} with zeros): its fc does not read this target's features (noise or untrained, or "
+                    "made for another target); no wiring can fix it", dict(part='fc', best=list(sw.wirings[best]), gain=round(g, 4),
+                    z=round(z, 2), agreement=round(ag, 4), agreement_zeros=round(ag0, 4)))]
+
+# %% ../nbs/04a_doctor.ipynb #25b22af4
+def _with_embedding(draft, weight:torch.Tensor):
+    "The same draft (its modules shared, not copied) computing with another embedding table."
+    other = copy.copy(draft)
+    object.__setattr__(other, 'embed_tokens', torch.nn.Embedding.from_pretrained(weight, freeze=True))
+    return other
+
+def _embedding_choice(pair, table:AgreementTable, wiring, engine:Engine)->list:
+    "DRAFT_EMBED_DIVERGES when the shipped embedding differs from the target's: the engine's choice against the other, paired."
+    w, te = getattr(pair.draft, 'shipped_embedding', None), target_parts(pair.target)['embed'].weight.detach()
+    if w is None or wiring is None or te.shape != w.shape or torch.equal(te.to(w.dtype), w): return []
+    shipped = bool(torch.equal(pair.draft.embed_tokens.weight.to(w.dtype), w))   # what the engine runs it with
+    other = agreement_table(table.rec, _with_embedding(pair.draft, (te if shipped else w).to(pair.draft.fc.weight.dtype)), table.seqs)
+    (fa, ha), (fb, hb) = table.score(wiring), other.score(wiring)
+    g, se, z = (float(x) for x in paired_gain(fb, fa, table.positions))   # what the other choice gains
+    n = table.positions.sum()
+    ev = dict(part='embedding', engine_uses='shipped' if shipped else 'target', gain_other=round(g, 4), z=round(z, 2),
+              agreement=round(float(ha.sum() / n), 4), agreement_other=round(float(hb.sum() / n), 4), max_abs_diff=round(float((w - te.to(w.dtype)).abs().max()), 4))
+    said = f"{g:+.4f} nats/token, 95% CI [{g - 1.96 * se:+.4f}, {g + 1.96 * se:+.4f}], agreement {ev['agreement']} -> {ev['agreement_other']}"
+    uses = 'its own (shipped) table' if shipped else "the target's table in its place"
+    head = f"the checkpoint ships an embed_tokens that differs from the target's (max |diff| {ev['max_abs_diff']}) and {engine} runs the draft with {uses}"
+    z1 = holm_threshold(1)   # one comparison, one-sided at ALPHA
+    if z > z1:
+        fix = ("remove embed_tokens from the checkpoint: engines then share the target's (SGLang always does)" if shipped else
+               "the draft was trained with its own embedding: serve it with vLLM >= 0.13.0 (keeps a distinct one, PR #28549), or retrain it "
+               "with the target's embedding frozen")
+        return [Finding('DRAFT_EMBED_DIVERGES', 'error', f"{head}; with the other one it fits better ({said}): {fix}", ev)]
+    if z < -z1:
+        return [Finding('DRAFT_EMBED_DIVERGES', 'warning', f"{head}, the better of the two ({said} with the other): engines that choose the "
+                        f"other ({'SGLang, which replaces it' if shipped else 'vLLM >= 0.13.0, which keeps it'}) lose that", ev)]
+    return [Finding('DRAFT_EMBED_DIVERGES', 'info', f"{head}; the other choice makes no measurable difference ({said})", ev)]
+
+# %% ../nbs/04a_doctor.ipynb #8d4d0f5a
+_OTHER_READING = {'feedback': dict(norm_output=False, norm_output_meaning='3.1'), 'plain': dict(norm_output=True, norm_output_meaning='3.1')}
+
+def _norm_placement(table:AgreementTable, wiring, steps:int=3)->list:
+    "NORM_OUTPUT_MISMATCH when the later unrolled steps agree surely better with the other norm_output reading."
+    c = table.draft.config
+    now = trained_math(c)['norm_output'][1]
+    if wiring is None or now not in _OTHER_READING: return []   # raw logits (no final norm): nothing to move
+    if idx := screen_prompts(len(table.seqs)): table = table.sub(idx)   # the search's screen: a moved norm is no subtle effect
+    other, _ = computing(table.draft, replace(c, **_OTHER_READING[now]))
+    (a, pos), (b, _) = table.agreement_steps(table.draft, wiring, steps), table.agreement_steps(other, wiring, steps)
+    n = pos[:, 1:].sum(1)
+    g, se, z = (float(x) for x in paired_gain(b[:, 1:].sum(1), a[:, 1:].sum(1), n))
+    if z <= holm_threshold(1): return []
+    ag = lambda h, k: round(float(h[:, k].sum() / pos[:, k].sum()), 3)
+    want = 'true' if now == 'plain' else 'false'
+    return [Finding('NORM_OUTPUT_MISMATCH', 'error', f"the draft's steps 1..{steps - 1} agree {g:+.3f} better (95% CI [{g - 1.96 * se:+.3f}, "
+                    f"{g + 1.96 * se:+.3f}], z {z:.1f}) with norm_output {want} than as configured, step 0 the same: agreement per step "
+                    f"{[ag(a, k) for k in range(steps)]} as configured, {[ag(b, k) for k in range(steps)]} with the other reading; "
+                    f"set norm_output: {want} (the weights were trained so)", dict(now=now, gain=round(g, 4), z=round(z, 2),
+                    steps_configured=[ag(a, k) for k in range(steps)], steps_other=[ag(b, k) for k in range(steps)]))]
+
 # %% ../nbs/04a_doctor.ipynb #ff12e2e6
 @torch.no_grad()
 def _nonfinite(pair, prompt, wiring)->list:
@@ -294,7 +366,10 @@ class Evidence:
     training_match: dict|None = None     # chunk x layer match of the training dump
     dump_findings: list = field(default_factory=list)
     sweep: Sweep|None = None             # the wiring search (`wiring_sweep`)
+    null: tuple|None = None              # (fit, hits) per prompt of the draft fed zeros: does it read its features?
     nonfinite: list = field(default_factory=list)   # NONFINITE findings on the wiring to recommend
+    embedding: list = field(default_factory=list)   # DRAFT_EMBED_DIVERGES on the wiring to recommend
+    norm: list = field(default_factory=list)        # NORM_OUTPUT_MISMATCH on the wiring to recommend
     accept: dict|None = None             # accept length before / after (`accept_lengths`)
     engine: Engine|None = None           # whose reading is diagnosed: the recommendation is written for it first
     model_type: str|None = None          # the target's model_type (picks SGLang's rule)
@@ -382,15 +457,26 @@ def _rounded(summary)->tuple:
     "(accept length, its interval) of a run summary, rounded as reported; (None, None) when not measured."
     return (round(summary['accept_length'], 3), [round(x, 3) for x in summary['accept_length_ci']]) if summary else (None, None)
 
+USEFUL_AGREEMENT = 0.3   # below it a chain's accept length stays under 1 / (1 - 0.3) = 1.43: no speedup once drafting is paid
+
 def _low_acceptance(ev:Evidence, rec:Recommendation)->list:
-    "LOW_ACCEPTANCE when the recommended wiring agrees or accepts little, with what was ruled out."
-    i = ev.sweep.index(rec.resid_layers) if ev.sweep else None
-    ag, al = (None if i is None else round(float(ev.sweep.agreement[i]), 3)), rec.accept_length_after
-    if not ((ag is not None and ag < 0.3) or (al is not None and al < 1.3)): return []
+    "LOW_ACCEPTANCE: an error (the draft is unusable) when even the best wiring's agreement is surely below USEFUL_AGREEMENT, else a warning."
+    sw = ev.sweep
+    i = sw.index(rec.resid_layers) if sw else None
+    ag, al = (None if i is None else round(float(sw.agreement[i]), 3)), rec.accept_length_after
+    if not ((ag is not None and ag < USEFUL_AGREEMENT) or (al is not None and al < 1.3)): return []
+    best = int(sw.agreement.argmax()) if sw else None
+    hi = None if best is None else float(sw.agreement[best] + 1.96 * sw.se()[best])   # the best wiring's upper 95% bound
+    ruled = (f"ruled out static config and vocabulary checks, {sw.family if sw else 0} candidate wirings"
+             f"{', the training-dump match' if ev.training_match else ''} and non-finite values")
+    if hi is not None and hi < USEFUL_AGREEMENT and enough_evidence(sw):
+        return [Finding('LOW_ACCEPTANCE', 'error', f"the draft agrees little with the target whatever it is fed: its best wiring resid{list(sw.wirings[best])} "
+                        f"agrees {float(sw.agreement[best]):.3f} (95% CI up to {hi:.3f}), below {USEFUL_AGREEMENT} where a chain cannot reach an accept "
+                        f"length of 1.43; it reads its features, so its fc or the decoder layer reading it does not fit this target ({ruled}): "
+                        "retrain or re-export the draft", dict(part='fc', agreement=round(float(sw.agreement[best]), 4), upper=round(hi, 4),
+                                                               accept_length=al))]
     return [Finding('LOW_ACCEPTANCE', 'warning', f"acceptance is low (step-0 agreement {ag}, accept length {al}) and no wiring cause was found: "
-                    f"ruled out static config and vocabulary checks, {ev.sweep.family if ev.sweep else 0} candidate wirings"
-                    f"{', the training-dump match' if ev.training_match else ''} and non-finite values; suspect the draft's training "
-                    "(data, chat template, too few steps)", dict(agreement=ag, accept_length=al))]
+                    f"{ruled}; suspect the draft's training (data, chat template, too few steps)", dict(agreement=ag, accept_length=al))]
 
 # %% ../nbs/04a_doctor.ipynb #beefc4d5
 def _trained(ev:Evidence)->tuple: # (trained wiring or None, identified by the dump?, findings, the fallback when nothing identifies it)
@@ -434,17 +520,25 @@ def decide(ev:Evidence)->tuple:
     rec = Recommendation(trained or fallback or configured, ev.n_layers, accept_length_before=before, accept_length_before_ci=before_ci,
                          accept_length_after=after, accept_length_after_ci=after_ci, accept_change=acc.get('change'),
                          engine=ev.engine, model_type=ev.model_type)
-    if enough and sw.index(rec.resid_layers) is not None: findings += _tie_finding(sw, sw.index(rec.resid_layers))
-    findings += _express_finding(rec) + ev.nonfinite
+    if enough and ev.null is not None and (unused := _features_unused(sw, ev.null)):   # no wiring preference means anything
+        findings = [f for f in findings if f not in about or from_dump] + unused
+    elif enough and sw.index(rec.resid_layers) is not None: findings += _tie_finding(sw, sw.index(rec.resid_layers))
+    findings += _express_finding(rec) + ev.nonfinite + ev.embedding + ev.norm
     if not any(f.severity == 'error' for f in findings): findings += _low_acceptance(ev, rec)
-    if any(f.severity == 'error' for f in findings): return 'miswired', findings, rec
-    return ('inconclusive' if any(f.code == 'NOT_ENOUGH_EVIDENCE' for f in findings) else 'ok'), findings, rec
+    return _verdict(findings), findings, rec
+
+def _verdict(findings:list)->str:
+    "unusable (a fault of the draft itself stands), miswired (a wiring or serving fault), inconclusive, or ok."
+    errors = [f.code for f in findings if f.severity == 'error']
+    if any(c in DRAFT_FAULTS for c in errors): return 'unusable'
+    if errors: return 'miswired'
+    return 'inconclusive' if any(f.code == 'NOT_ENOUGH_EVIDENCE' for f in findings) else 'ok'
 
 # %% ../nbs/04a_doctor.ipynb #6ef8d153
 @dataclass
 class Diagnosis:
     "The doctor's verdict, findings, recommendation and evidence."
-    verdict: str                          # 'ok', 'miswired', 'inconclusive' (not enough evidence) or 'error' (nothing could run)
+    verdict: str                          # 'ok', 'miswired', 'unusable' (the draft itself), 'inconclusive' (not enough evidence) or 'error' (nothing could run)
     findings: list                        # `Finding`s, in the order found
     recommendation: Recommendation|None   # None when nothing could run
     configured: list|None                 # the resid layers fed, as diagnosed; None when they cannot run
@@ -471,7 +565,9 @@ class Diagnosis:
                     deployment_match=self.deployment_match, sweep=self.sweep, search=self.search, draft=self.draft, seconds=round(self.seconds, 2))
 
     def __str__(self):
-        L = [f"verdict: {self.verdict.upper()}   (engine: {self.engine}; configured resid{self.configured})"]
+        parts = list(dict.fromkeys(DRAFT_FAULTS[f.code] for f in self.findings if f.severity == 'error' and f.code in DRAFT_FAULTS))
+        say = f": the draft's {' and '.join(parts)}" if self.verdict == 'unusable' and parts else ''
+        L = [f"verdict: {self.verdict.upper()}{say}   (engine: {self.engine}; configured resid{self.configured})"]
         if self.draft: L.append(f"draft: written by {self.draft['trainer']}, {self.draft['format']} files ({self.draft['provenance']})")
         L += [f"  [{f.severity}] {f.code}: {f.message}" for f in by_severity(self.findings)]
         if r := self.recommended:
@@ -505,6 +601,28 @@ def _seeds(configured, n:int, readings, trained)->dict:
     s = {'configured': configured, 'trained (dump)': trained, **{f"{r.engine} reading": r.fed for r in readings}}
     s['engines default'] = default_resid_layers(n) if n >= 4 else None
     return {k: tuple(w) for k, w in s.items() if w}
+
+_SERVED_AS = {   # what the serving engines make of a checkpoint fault the loader refuses, from their code (`Engine.uses_shipped`'s rows)
+    'LM_HEAD_MISSING': "SGLang builds a draft_vocab_size head that only the checkpoint fills and runs it unfilled (accept length 1.00, "
+                       "sgl-project/sglang#27908); vLLM >= 0.13.0 shares the target's head, which does not fit a smaller draft vocabulary: "
+                       "ship lm_head.weight, or set draft_vocab_size to null so SGLang borrows the target's head",
+    'VARIANT_WEIGHTS_MISSING': "an engine that reads the key builds the norm and leaves it at its initial weights (ones): the draft "
+                               "runs with a norm it was not trained with; ship the norm weights or turn the key off as trained",
+    'VOCAB_SIZE_MISMATCH': "engines size the head and the map from draft_vocab_size and fail to load, or map ids wrongly: make "
+                           "draft_vocab_size, d2t, t2d and lm_head agree",
+    'VOCAB_MAP_ABSOLUTE': "SGLang adds arange to d2t (hot_token_id = d2t + arange) and vLLM reads target = draft + d2t: every proposed id is "
+                          "wrong or out of range",
+    'VOCAB_MAP_INVALID': "engines map draft ids outside the target vocabulary: the draft proposes wrong tokens or fails",
+}
+
+def unusable_diagnosis(error, # a `ModelLoadError` whose `code` names a fault of the draft itself
+                       engine=None)->Diagnosis:
+    "The doctor's answer for a draft the loader refuses for a fault of its own: unusable, the part named, what engines make of it."
+    engine = Engine.parse(engine, 'engine')
+    msg = ' '.join(str(error).split())
+    f = Finding(error.code, 'error', f"{msg}: {_SERVED_AS.get(error.code, 'no engine can run it as shipped')}",
+                dict(part=DRAFT_FAULTS.get(error.code), loader=msg))
+    return Diagnosis('unusable', [f], None, None, engine)
 
 def diagnose(pair, # a loaded `Pair`
              prompts:list|None=None, # held-out texts or token ids; default: the zoo's (a recorded pair: the prompts it recorded)
@@ -547,9 +665,12 @@ def diagnose(pair, # a loaded `Pair`
         table = agreement_table(rec, pair.draft, seqs)   # kept: another question about this pair and prompts reuses its scores
         ev.sweep = wiring_sweep(table, n, _seeds(ev.configured, n, readings, _identified(ev.training_match)),
                                 top=_top(pair, engine), layers=rec.layers)   # resid[N] only where this engine release captures it
+        ev.null = table.score((None,) * pair.draft.config.num_aux)   # fed zeros: does the draft read its features?
         if ev.configured and any(f.code == 'VARIANT_IGNORED' for f in ev.findings):   # what the ignored keys cost, measured
             ev.findings = _measured(ev.findings, variant_impact(table, engine, ev.configured))
         resid = recommended_wiring(ev)   # the wiring to recommend, measured next
+        ev.embedding = _embedding_choice(pair, table, resid, engine)
+        ev.norm = _norm_placement(table, resid)
         if not any(f.code == 'VOCAB_MAP_INVALID' for f in ev.findings):
             ev.nonfinite = _nonfinite(pair, rec.tokens(seqs[0])[:rec.prompt_len(seqs[0])].tolist(), resid)
             if accept and not ev.nonfinite:

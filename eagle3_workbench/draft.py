@@ -19,6 +19,8 @@ __all__ = ['TRAINER_RULES', 'ModelLoadError', 'TrainerRules', 'DraftConfig', 'RM
 # %% ../nbs/01_draft.ipynb #0527114f
 class ModelLoadError(ValueError):
     "A model directory or checkpoint that cannot be loaded as asked; the message names the file and key."
+    def __init__(self, message:str, code:str|None=None): # code: the doctor's finding code when the fault is the draft's own
+        super().__init__(message); self.code = code
 
 
 @dataclass(frozen=True)

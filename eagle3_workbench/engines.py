@@ -12,9 +12,9 @@ from .conventions import check_n_layers, FIELDS
 # %% auto #0
 __all__ = ['SGLANG', 'VLLM', 'TRTLLM', 'SPECFORGE', 'SPECULATORS', 'EAGLE', 'RESID', 'FAMILIES', 'ALIASES', 'NAMED',
            'ENGINE_NAMES', 'DEFAULT_ENGINE', 'SERVING', 'READING_ROWS', 'EDITABLE', 'RECOMMENDED_IDS', 'DEEPSEEK_FILES',
-           'PR25454_FILES', 'ENGINE_FACTS', 'FIXED', 'SPECFORGE_010', 'READINGS', 'VARIANT_SUPPORT', 'VARIANT_KEYS',
-           'REACH_SAID', 'version_tuple', 'version_text', 'Family', 'Named', 'Fact', 'Support', 'EngineRules', 'Reach',
-           'Engine', 'release_table']
+           'PR25454_FILES', 'ENGINE_FACTS', 'FIXED', 'SPECFORGE_010', 'READINGS', 'VARIANT_SUPPORT', 'BORROWED',
+           'VARIANT_KEYS', 'REACH_SAID', 'version_tuple', 'version_text', 'Family', 'Named', 'Fact', 'Support',
+           'EngineRules', 'Reach', 'Engine', 'release_table']
 
 # %% ../nbs/00a_engines.ipynb #315f5f93
 def version_tuple(s, what:str='version')->tuple:
@@ -152,6 +152,9 @@ READINGS = {
     'unsupported': 'no such draft class or loader: fails to load', 'supported': 'a draft class exists', 'unchecked': 'not read here',
     'dropped': 'not passed on from a speculators config: the engine sees the default',
     'passed': 'passed on from a speculators config', 'default_true': 'passed on, and true when the speculators config omits it',
+    'replaced': "the target's is used: a shipped one is discarded (kept only when the widths differ, as nothing else can run)",
+    'kept_if_distinct': "the draft's own when the checkpoint ships one that differs from the target's; else the target's",
+    'own_unless_null': "the checkpoint's own, unless draft_vocab_size is null (then the target's); none shipped: left unfilled",
 }
 
 # %% ../nbs/00a_engines.ipynb #766ceb70
@@ -172,6 +175,10 @@ VARIANT_SUPPORT = (
     Support(_S, '0.5.6', 'mla', 'unsupported', "no MLA EAGLE-3 draft class"),
     Support(_S, '0.5.12', 'mla', 'supported', "models/kimi_k25_eagle3.py: Eagle3DeepseekV2ForCausalLM (fc_norm, norm_output; no norm_before_fc)"),
     Support(_S, '0.5.6', 'speculators', 'unsupported', "no loader for architectures ['Eagle3Speculator'] in any release read"),
+    Support(_S, '0.5.6', 'embed_tokens', 'replaced', "speculative/eagle_worker_v2.py (0.5.23: lines 353-363) EAGLE3 branch: set_embed(target "
+            "embed); models/llama.py set_embed (lines 910-918) returns early only when target_hidden_size != hidden_size"),
+    Support(_S, '0.5.6', 'lm_head', 'own_unless_null', f"{_E} (0.5.23: lines 302-310): load_lm_head_from_target when draft_vocab_size is None, "
+            "else a draft_vocab_size head that only the checkpoint fills (unfilled without one: sgl-project/sglang#27908)"),
 )
 
 # %% ../nbs/00a_engines.ipynb #0cdd6b1a
@@ -202,6 +209,13 @@ VARIANT_SUPPORT += (
     Support(_V, '0.25.0', 'speculators:norm_output', 'passed', "algos.py: norm_output"),
     Support(_V, '0.10.1', 'speculators:fc_norm', 'dropped', "algos.py does not pass it"),
     Support(_V, '0.25.0', 'speculators:fc_norm', 'passed', "algos.py: fc_norm"),
+    Support(_V, '0.10.0', 'embed_tokens', 'replaced', "v1/spec_decode/eagle.py load_model: always the target's embedding (PR #17326; "
+            "the behaviour PR #28549 describes)"),
+    Support(_V, '0.13.0', 'embed_tokens', 'kept_if_distinct', "v1/spec_decode/llm_base_proposer.py _maybe_share_embeddings (0.32: lines 1416-1456): "
+            "torch.equal with the target's, else 'Keeping separate' (PR #28549; vllm-ascend's port names v0.13.0)"),
+    Support(_V, '0.10.0', 'lm_head', 'replaced', "eagle.py load_model: always the target's lm_head (as PR #28549 describes)"),
+    Support(_V, '0.13.0', 'lm_head', 'kept_if_distinct', "llm_base_proposer.py _maybe_share_lm_head (0.32: lines 1508-1544): none or identical "
+            "-> the target's, distinct -> keep (PR #28549)"),
     Support(_T, None, 'norm_output', 'feedback', f"{_TS}: eagle_config.return_hidden_post_norm or norm_output (PR #14988)"),
     Support(_T, None, 'fc_norm', 'per_chunk', f"{_TS}: fc_norm (PR #14988)"),
     Support(_T, None, 'norm_before_fc', 'one_norm:nested', f"{_TS}: eagle_config.get('norm_before_fc', False)"),
@@ -212,8 +226,11 @@ VARIANT_SUPPORT += (
     Support(_T, None, 'rope_scaling', 'honoured', f"{_TS}: RopeParams.from_config"),
     Support(_T, None, 'mla', 'supported', f"{_TS}: Eagle3MLAttention when kv_lora_rank is set"),
     Support(_T, None, 'speculators', 'unchecked', "whether TensorRT-LLM converts a speculators config was not read; its keys are taken as written"),
+    Support(_T, None, 'embed_tokens', 'kept_if_distinct', "the target's embedding is copied only when the checkpoint has none (PR #3176)"),
+    Support(_T, None, 'lm_head', 'kept_if_distinct', f"{_TS}: lm_head from the checkpoint, else the target's"),
 )
-VARIANT_KEYS = tuple(dict.fromkeys(s.key for s in VARIANT_SUPPORT))
+BORROWED = ('embed_tokens', 'lm_head')   # weights a draft may ship or borrow from the target: rows above, not variant keys
+VARIANT_KEYS = tuple(k for k in dict.fromkeys(s.key for s in VARIANT_SUPPORT) if k not in BORROWED)
 
 # %% ../nbs/00a_engines.ipynb #b321ef0e
 class EngineRules(NamedTuple):
@@ -342,6 +359,18 @@ class Engine:
         who = "the EAGLE authors' code" if e.family == EAGLE else r.engine
         if r.reads is None: return (e.key, None, f"none: {who} ignores the config", r.engine)
         return (e.key, r.convention, _FIELD_OF[r.reads], (NAMED[e.key].edits if e.key in NAMED else None) or r.engine)
+
+    def uses_shipped(self, what:str, # 'embed_tokens' or 'lm_head'
+                     same_width:bool=True, # the draft's hidden size is the target's
+                     vocab_null:bool=False, # the draft config's draft_vocab_size is null (lm_head only)
+                    )->bool: # True: a shipped tensor is what the draft runs with; False: the target's replaces it
+        "Whether this release runs a draft with the embedding or head its checkpoint ships (trainers: always, as trained)."
+        if what not in BORROWED: raise ValueError(f"{what!r}: expected one of {BORROWED}")
+        row = self.variant_support().get(what) if self.serves else None
+        if row is None: return True
+        if row.reading == 'replaced': return not same_width
+        if row.reading == 'own_unless_null': return not vocab_null
+        return True   # kept_if_distinct: identical or not, the draft computes with the shipped values
 
     def variant_support(self)->dict: # key -> the `Support` row that applies to this release
         "Which `VARIANT_SUPPORT` row applies to each variant key for this release (serving engines only)."

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # %% auto #0
-__all__ = ['CODES', 'SEVERITIES', 'Finding', 'by_severity']
+__all__ = ['CODES', 'DRAFT_FAULTS', 'SEVERITIES', 'Finding', 'by_severity']
 
 # %% ../nbs/00c_findings.ipynb #5e1edff3
 CODES = {
@@ -33,7 +33,19 @@ CODES = {
     'NOT_ENOUGH_EVIDENCE': 'too few held-out prompts or tokens for a wiring verdict from the search: the verdict is inconclusive',
     'WIRINGS_TIED': 'wirings the evidence cannot tell apart from the recommended one, and about how many more tokens would',
     'CONVENTION_CANNOT_EXPRESS': "the diagnosed engine's convention cannot feed the recommended layers; what works instead",
+    'FEATURES_UNUSED': "the draft fits the target no better fed the target's layers than fed zeros: its fc does not read this target's features",
+    'DRAFT_EMBED_DIVERGES': "the draft ships an embedding that differs from the target's, and the engine's choice between the two costs acceptance",
+    'LM_HEAD_MISSING': 'the checkpoint has no lm_head while draft_vocab_size says the draft brings its own: the engine runs an unfilled head',
+    'VARIANT_WEIGHTS_MISSING': "the config turns on a norm variant (fc_norm, norm_before_fc) whose weights the checkpoint lacks",
+    'VOCAB_MAP_ABSOLUTE': 'd2t holds absolute target ids where engines expect offsets (target id = draft id + d2t)',
+    'VOCAB_SIZE_MISMATCH': "draft_vocab_size disagrees with the vocabulary map's or the head's size",
+    'NORM_OUTPUT_MISMATCH': 'the draft runs its later steps better with the other norm_output reading: the norm it was trained with moved',
 }
+# what each draft fault makes unusable: a pair with one of these is 'unusable', whatever it is fed
+DRAFT_FAULTS = {'FEATURES_UNUSED': 'fc', 'DRAFT_EMBED_DIVERGES': 'embedding', 'LM_HEAD_MISSING': 'head', 'VARIANT_WEIGHTS_MISSING': 'fc',
+                'VOCAB_MAP_MISSING': 'vocabulary map', 'VOCAB_MAP_INVALID': 'vocabulary map', 'VOCAB_MAP_ABSOLUTE': 'vocabulary map',
+                'VOCAB_SIZE_MISMATCH': 'vocabulary map', 'NONFINITE': 'weights',
+                'LOW_ACCEPTANCE': 'fc'}   # as an error: even the best wiring agrees too little; as a warning it is no draft fault
 SEVERITIES = ('error', 'warning', 'info')   # most severe first: reports list findings in this order
 
 @dataclass

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from .draft import ModelLoadError, DraftConfig, Eagle3Draft
+from .engines import Engine
 from .conventions import read_aux_ids
 from .wiring import resolve_wiring, Wiring
 from .threads import apply_threads
@@ -211,21 +212,29 @@ class DraftLoadReport:
     path: str
     format: str          # how the files are spelled (`Provenance.format`)
     unknown_keys: list   # checkpoint keys the draft does not use (also warned about)
-    embedding: str       # 'checkpoint', 'target' or 'none'
+    embedding: str       # 'checkpoint', 'target' (none shipped, or the engine replaces the shipped one) or 'none'
     vocab_map: str       # 'checkpoint', 'derived', 'identity' or 'missing'
     trainer: str = 'specforge'   # who wrote it (`Provenance.trainer`): decides what its config keys mean
     provenance: str = ''         # one sentence: which files and keys showed the trainer
     quantization: str = ''       # what was dequantized and which scales were not used, or ''
     lm_head: str = 'checkpoint'  # 'checkpoint', 'tied' (the embedding) or 'target' (borrowed: `draft_vocab_size: null`, ModelOpt)
+    shipped_embedding: bool = False   # the checkpoint ships embed_tokens (used or, where the engine replaces it, not)
 
 def _check_vocab_map(d2t, t2d, c:DraftConfig, src):
     if d2t.shape != (c.draft_vocab_size,):
-        raise ModelLoadError(f"{src}: d2t has shape {tuple(d2t.shape)}, expected ({c.draft_vocab_size},) = draft_vocab_size")
-    if t2d.shape != (c.vocab_size,): raise ModelLoadError(f"{src}: t2d has shape {tuple(t2d.shape)}, expected ({c.vocab_size},) = vocab_size of the target")
-    tgt = torch.arange(c.draft_vocab_size) + d2t.long()
+        raise ModelLoadError(f"{src}: d2t has shape {tuple(d2t.shape)}, expected ({c.draft_vocab_size},) = draft_vocab_size", 'VOCAB_SIZE_MISMATCH')
+    if t2d.shape != (c.vocab_size,):
+        raise ModelLoadError(f"{src}: t2d has shape {tuple(t2d.shape)}, expected ({c.vocab_size},) = vocab_size of the target", 'VOCAB_SIZE_MISMATCH')
+    d = d2t.long()
+    tgt = torch.arange(c.draft_vocab_size) + d
     if (tgt < 0).any() or (tgt >= c.vocab_size).any():
         bad = int(((tgt < 0) | (tgt >= c.vocab_size)).nonzero()[0])
-        raise ModelLoadError(f"{src}: d2t maps draft id {bad} to target id {int(tgt[bad])}, outside the target vocabulary [0, {c.vocab_size})")
+        if len(d) > 1 and bool((d >= 0).all() and (d < c.vocab_size).all() and (d[1:] > d[:-1]).all()):   # d2t itself reads as target ids
+            raise ModelLoadError(f"{src}: d2t holds absolute target ids (strictly increasing, inside [0, {c.vocab_size})) where engines expect "
+                                 f"offsets (target id = draft id + d2t): draft id {bad} would map to {int(tgt[bad])}; store d2t[i] = target id - i",
+                                 'VOCAB_MAP_ABSOLUTE')
+        raise ModelLoadError(f"{src}: d2t maps draft id {bad} to target id {int(tgt[bad])}, outside the target vocabulary [0, {c.vocab_size})",
+                             'VOCAB_MAP_INVALID')
 
 def _vocab_map(sd:dict, c:DraftConfig)->str:
     "Fill in `d2t`/`t2d` as the engines would when the checkpoint lacks them; say where the map came from."
@@ -239,15 +248,27 @@ def _vocab_map(sd:dict, c:DraftConfig)->str:
     return 'missing' if missing else 'identity' if c.draft_vocab_size == c.vocab_size else 'derived'
 
 # %% ../nbs/01c_loading.ipynb #73eba65f
-def _embedding(draft:Eagle3Draft, sd:dict, target, path)->str:
-    "Give the draft its embedding (the checkpoint's, else the target's, shared); say which."
+def _missing_code(missing:list)->str|None:
+    "The doctor's code for weights a checkpoint lacks, when they are the draft's own fault."
+    if 'lm_head.weight' in missing: return 'LM_HEAD_MISSING'
+    if all(k.startswith(('fc_norm.', 'input_norm.')) for k in missing): return 'VARIANT_WEIGHTS_MISSING'
+    return None
+
+def _embedding(draft:Eagle3Draft, sd:dict, target, path, engine=None)->str:
+    "Give the draft the embedding the engine runs it with (a shipped one, else the target's, shared); say which."
     c = draft.config
     if 'embed_tokens.weight' in sd:
         w = sd['embed_tokens.weight']
         if tuple(w.shape) != (c.vocab_size, c.hidden_size):
             raise ModelLoadError(f"{path}: embed_tokens.weight has shape {tuple(w.shape)}, expected ({c.vocab_size}, {c.hidden_size})")
-        draft.embed_tokens = nn.Embedding.from_pretrained(w, freeze=True)
-        return 'checkpoint'
+        object.__setattr__(draft, 'shipped_embedding', w)   # kept: the doctor compares it with the target's
+        te = None if target is None else target_parts(target)['embed'].weight
+        same = te is not None and te.shape == w.shape
+        if te is None or Engine.parse(engine, 'engine').uses_shipped('embed_tokens', same_width=same) or torch.equal(te.to(w.dtype), w):
+            draft.embed_tokens = nn.Embedding.from_pretrained(w, freeze=True)
+            return 'checkpoint'
+        object.__setattr__(draft, 'embed_tokens', target_parts(target)['embed'])
+        return 'target'   # the shipped one is replaced, as the engine does (`DraftLoadReport.shipped_embedding` says it was there)
     if target is None: return 'none'
     te = target_parts(target)['embed']
     if te.weight.shape != (c.vocab_size, c.hidden_size):
@@ -315,6 +336,7 @@ def _refuse_heads(keys, path):
 def load_draft(source, # a `DraftSource` (`read_draft`), a draft directory or `zoo:NAME`
                target=None, # the target model: its embedding is used when the draft has none
                dtype=torch.float32, device='cpu',
+               engine=None, # whose choice between a shipped embedding and the target's to follow (`Engine.uses_shipped`); default the default engine
               )->tuple: # (Eagle3Draft, DraftLoadReport)
     "Load an EAGLE-3 draft from any trainer's checkpoint; unknown keys are reported, not dropped silently."
     src = source if isinstance(source, DraftSource) else read_draft(source)
@@ -331,19 +353,21 @@ def load_draft(source, # a `DraftSource` (`read_draft`), a draft directory or `z
     head = _lm_head(draft, sd, target, prov, path)
     expected = draft.state_dict()
     missing = [k for k in expected if k not in sd and k not in ('d2t', 't2d')]
-    if missing: raise ModelLoadError(f"{path}: checkpoint lacks {missing} (format {prov.format}, written by {prov.trainer})")
+    if missing: raise ModelLoadError(f"{path}: checkpoint lacks {missing} (format {prov.format}, written by {prov.trainer})", _missing_code(missing))
     for k, v in expected.items():
         if k in sd and tuple(sd[k].shape) != tuple(v.shape):
-            raise ModelLoadError(f"{path}: {k} has shape {tuple(sd[k].shape)}, expected {tuple(v.shape)} from config.json")
+            raise ModelLoadError(f"{path}: {k} has shape {tuple(sd[k].shape)}, expected {tuple(v.shape)} from config.json",
+                                 'VOCAB_SIZE_MISMATCH' if k in ('d2t', 't2d') or k == 'lm_head.weight' and sd[k].shape[1:] == v.shape[1:] else None)
     vocab_map = _vocab_map(sd, c)
     _check_vocab_map(sd['d2t'], sd['t2d'], c, path)
     unknown = sorted(k for k in sd if k not in expected and k != 'embed_tokens.weight')
     if unknown: warnings.warn(f"{path}: {len(unknown)} checkpoint keys are not used by the draft: {unknown[:8]}")
     draft.load_state_dict({k: sd[k] for k in expected})
-    emb = _embedding(draft, sd, target, path)
+    emb = _embedding(draft, sd, target, path, engine)
     draft.to(device=device, dtype=dtype).eval()
     if isinstance(draft.embed_tokens, nn.Embedding) and emb == 'checkpoint': draft.embed_tokens.to(device=device, dtype=dtype)
-    return draft, DraftLoadReport(str(path), prov.format, unknown, emb, vocab_map, prov.trainer, prov.evidence, quant, head)
+    return draft, DraftLoadReport(str(path), prov.format, unknown, emb, vocab_map, prov.trainer, prov.evidence, quant, head,
+                                  'embed_tokens.weight' in sd)
 
 # %% ../nbs/01c_loading.ipynb #aa4b35c4
 def _speculators_norm_output(c:DraftConfig)->bool:
@@ -476,6 +500,6 @@ def load_pair(target='zoo:tiny-dsv3', # target directory or zoo name
     width = tcfg.get('hidden_size') or (tcfg.get('text_config') or {}).get('hidden_size')
     chosen = apply_threads(width if isinstance(width, int) else None, threads)   # before the load: it runs on them too
     model, tok = load_target(tpath, dtype=dtype, device=device, device_map=device_map, config=tcfg)
-    dr, report = load_draft(src, target=model, dtype=dtype, device=device)
+    dr, report = load_draft(src, target=model, dtype=dtype, device=device, engine=engine)
     wiring = resolve_wiring(src.raw, len(target_parts(model)['layers']), engine=engine, target_model_type=model.config.model_type)
     return Pair(model, dr, tok, str(target), str(draft), wiring, report, chosen)

@@ -21,9 +21,9 @@ from .variants import served_draft
 # %% auto #0
 __all__ = ['CACHE_ENV', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS',
            'SCREEN_FROM', 'FINALISTS', 'target_fingerprint', 'token_ids', 'target_pass', 'recorded_prompts',
-           'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'Sweep', 'wiring_sweep',
-           'holm_threshold', 'beats', 'tied', 'enough_evidence', 'sweep_rows', 'variant_impact', 'chain_accepts',
-           'accept_lengths']
+           'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'paired_gain', 'Sweep',
+           'wiring_sweep', 'holm_threshold', 'beats', 'tied', 'enough_evidence', 'sweep_rows', 'variant_impact',
+           'chain_accepts', 'accept_lengths']
 
 # %% ../nbs/04_search.ipynb #e8a4269b
 _PASSES = []   # the last few (key, Recording) recorded in memory: repeated diagnoses of one target reuse its pass
@@ -304,6 +304,14 @@ def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `Agreem
     return {w: l for w, l in tried.items() if w in keep}, how + f", explored on a screen; its best {finalists} and the seeds scored on every prompt", len(tried)
 
 # %% ../nbs/04_search.ipynb #28aeea46
+def paired_gain(a:torch.Tensor, b:torch.Tensor, # per-prompt sums ([m], or [K, m] for K comparisons), of the same prompts
+                positions:torch.Tensor)->tuple: # (gain per position, standard error, z), each [K] or a scalar tensor
+    "a's gain over b per position, prompts as the unit: the ratio estimator's paired standard error."
+    d, n, m = a - b, positions, positions.shape[-1]
+    g = d.sum(-1) / n.sum()
+    se = ((d - g[..., None] * n).pow(2).sum(-1) * m / max(m - 1, 1)).sqrt() / n.sum()
+    return g, se, torch.where(g == 0, torch.zeros_like(g), g / se.clamp_min(1e-12))
+
 @dataclass
 class Sweep:
     "The wiring search's evidence: for each candidate and held-out prompt, the positions where draft and target agree."
@@ -332,10 +340,7 @@ class Sweep:
 
     def paired(self, ref:int)->tuple: # (gain [K], standard error [K], z [K])
         "Each candidate's fit minus candidate `ref`'s per position, paired on the same prompts."
-        d, n, m = self.fit - self.fit[ref], self.positions, self.prompts
-        g = d.sum(1) / n.sum()
-        se = ((d - g[:, None] * n).pow(2).sum(1) * m / max(m - 1, 1)).sqrt() / n.sum()
-        return g, se, torch.where(g == 0, torch.zeros_like(g), g / se.clamp_min(1e-12))
+        return paired_gain(self.fit, self.fit[ref], self.positions)
 
     def se(self)->torch.Tensor:
         "Each candidate's agreement's standard error over prompts."

@@ -13,7 +13,7 @@ from .draft import DraftConfig, Eagle3Draft, SharedHead
 from .formats import detect_provenance, flatten_config
 
 # %% auto #0
-__all__ = ['as_draft_config', 'trained_math', 'VariantProblem', 'variant_problems', 'served_config', 'served_draft']
+__all__ = ['as_draft_config', 'trained_math', 'VariantProblem', 'variant_problems', 'served_config', 'served_draft', 'computing']
 
 # %% ../nbs/01b_variants.ipynb #2cdbabac
 _TRAINER_SOURCES = {   # where each trainer's reading was read (the list above; draft's TRAINER_RULES for the details)
@@ -169,8 +169,17 @@ def served_draft(draft:Eagle3Draft, # the trained draft, loaded
                 )->tuple: # (Eagle3Draft computing what the release computes, changes)
     "The draft the deploying engine release runs, sharing its tensors with the trained draft."
     served, changes = served_config(draft.config, engine)
+    return computing(draft, served, changes)
+
+def computing(draft:Eagle3Draft, # a loaded draft
+              config:DraftConfig, # the math to compute instead (the same sizes)
+              changes:list=(), # what differs, said so far
+             )->tuple: # (Eagle3Draft computing `config`'s math with `draft`'s tensors, changes)
+    "The same tensors computing another variant's math: the served draft, or the other reading of a key."
+    changes = list(changes)
     p = next(draft.parameters())
-    out = Eagle3Draft(served).to(device=p.device, dtype=p.dtype)
+    out = Eagle3Draft(config).to(device=p.device, dtype=p.dtype)
+    served = config
     if 'embed_tokens' in draft._modules: out.embed_tokens = draft.embed_tokens
     else: object.__setattr__(out, 'embed_tokens', draft.embed_tokens)   # the target's, shared as the loader shares it: not the draft's weight
     if isinstance(draft.lm_head, SharedHead) and draft.lm_head.attr is None and not served.tie_word_embeddings:

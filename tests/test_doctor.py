@@ -98,12 +98,13 @@ def test_correct_pairs_never_miswired_over_200_subsets(name, prompts):
     pair, trained = pair_of(name), DRAFTS[name][2]
     n, table = pair.n_layers, search.AgreementTable(*_pass(pair, prompts))
     readings = engine_readings(pair.draft.config.raw, n, pair.model_type)
+    zeros = table.score((None,) * pair.draft.config.num_aux)   # the draft fed zeros: the decision's FEATURES_UNUSED evidence
     g, verdicts = torch.Generator().manual_seed(1), []
     for i in range(200):
         idx = torch.randperm(len(prompts), generator=g)[:(8, 16, 32, 48)[i % 4]]
         sw = search.wiring_sweep(table, n, doc._seeds(trained, n, readings, None), prompts=idx)
-        verdicts.append(doc.decide(doc.Evidence(n, [], trained, sweep=sw))[0])
-    assert 'miswired' not in verdicts and verdicts.count('ok') > 150, {v: verdicts.count(v) for v in set(verdicts)}
+        verdicts.append(doc.decide(doc.Evidence(n, [], trained, sweep=sw, null=tuple(x[idx] for x in zeros)))[0])
+    assert not {'miswired', 'unusable'} & set(verdicts) and verdicts.count('ok') > 150, {v: verdicts.count(v) for v in set(verdicts)}
 
 @pytest.mark.slow
 @pytest.mark.parametrize('name', ['tiny-dsv3', 'tiny-llama'])
