@@ -33,6 +33,14 @@ CODES = {
     'NOT_ENOUGH_EVIDENCE': 'too few held-out prompts or tokens for a wiring verdict from the search: the verdict is inconclusive',
     'WIRINGS_TIED': 'wirings the evidence cannot tell apart from the recommended one, and about how many more tokens would',
     'CONVENTION_CANNOT_EXPRESS': "the diagnosed engine's convention cannot feed the recommended layers; what works instead",
+    # runtime and precision classes (compare, deployment captures)
+    'ACCEPT_ZERO': 'the deployment accepted no draft token at all (accept length exactly 1.00): the causes that give exactly zero, ranked by the other evidence',
+    'ACCEPT_DRIFT': "the deployment's acceptance falls over time within one server lifetime (a regression slope below zero): a cache reuse fault's signature",
+    'AUX_PP_STAGE_DROPPED': 'an aux layer lies on a pipeline stage before the last: the engine captures aux states on the last stage only, so they never reach the draft',
+    'AUX_RANK_DIVERGENCE': 'tensor-parallel ranks captured different values, or different points, for a tensor every rank holds whole (resid[k], draft.fc.in)',
+    'AUX_WRONG_TENSOR': "a fed chunk matches no resid[k] but a neighbouring tensor: a layer's output without its residual, a norm's output",
+    'TARGET_PRECISION_MISMATCH': "the fc input points where the training dump's does but differs in value: the target ran in another dtype or quantization than the dump",
+    'TARGET_ROTATED_BASIS': "the fc input has the dump's norms but not its directions, and one rotation maps one onto the other: a rotated (QuaRot-style) target",
 }
 SEVERITIES = ('error', 'warning', 'info')   # most severe first: reports list findings in this order
 
