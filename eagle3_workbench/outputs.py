@@ -77,6 +77,8 @@ SETTINGS_NAMES = {   # our name: (SGLang server argument, vLLM engine argument);
     'version': ('version', None),
 }
 
+_COUNTS = ('num_steps', 'topk', 'num_draft_tokens', 'tp_size', 'pp_size', 'dp_size', 'ep_size')   # settings that must be integers
+
 def _dotted(d:dict, key:str):
     for part in key.split('.'):
         if not isinstance(d, dict) or part not in d: return None
@@ -89,6 +91,9 @@ def engine_settings(args:dict, # the engine's arguments, by its own names
     "The settings the comparison reads, from an engine's own argument names."
     col = (SGLANG, VLLM).index(engine)
     out = {k: _dotted(args, names[col]) for k, names in SETTINGS_NAMES.items() if names[col]}
+    for k in _COUNTS:
+        if out.get(k) is not None and (isinstance(out[k], bool) or not isinstance(out[k], int)):
+            raise ValueError(f"{SETTINGS_NAMES[k][col]} {out[k]!r}: expected an integer")
     return {k: v for k, v in out.items() if v is not None}
 
 # %% ../nbs/04b_outputs.ipynb #c96e1e2c
@@ -106,6 +111,13 @@ def _call_kwargs(inner:str)->dict:
         try: out[kw.arg] = ast.literal_eval(kw.value)
         except ValueError: pass
     return out
+
+def _named(f, name:str):
+    "`f`, its ValueErrors prefixed with the file they are about."
+    def g(*a, **k):
+        try: return f(*a, **k)
+        except ValueError as e: raise ValueError(f"{name}: {e}") from None
+    return g
 
 def logged_settings(text:str, engine:str)->tuple:
     "(settings of the last argument line, notes) of an SGLang or vLLM log: its `server_args=` or `non-default args:` lines."
@@ -288,7 +300,7 @@ def read_vllm_log(src, # a vLLM server log: path or text
         if n: rows.append((i, line[:m.start()], 1 + int(m[1]) / n, n))
     if not reqs: raise ValueError(f"{name}: no 'SpecDecoding metrics:' line with per-position rates: was speculative decoding on, "
                                   f"and logging not disabled (--disable-log-stats)?")
-    logged, notes = logged_settings(text, VLLM)
+    logged, notes = _named(logged_settings, name)(text, VLLM)
     o = observed_from_requests(Engine.parse(VLLM), f"{name} (vLLM log, {len(reqs)} SpecDecoding lines)", reqs,
                                settings={**logged, 'num_steps': len(rates), 'topk': 1},
                                notes=["vLLM logs rates per interval: drafts = drafted / num_speculative_tokens, per-position counts rounded"] + notes)
@@ -339,7 +351,7 @@ def read_sglang_server_info(src, # SGLang /get_server_info JSON: path or text
     notes = ["the server info gives one average and no counts: the observed side has no interval"]
     if len(avgs) > 1: notes.append(f"{len(avgs)} data-parallel ranks report {[round(a, 4) for a in avgs]}: their plain mean is used")
     return Observed(Engine.parse(SGLANG), f"{name} (SGLang server info, version {info.get('version')})", reported_accept_length=sum(avgs) / len(avgs),
-                    settings=engine_settings(info, SGLANG), notes=notes)
+                    settings=_named(engine_settings, name)(info, SGLANG), notes=notes)
 
 def read_sglang_log(src, # an SGLang server log: path or text
                    )->Observed:
@@ -349,7 +361,7 @@ def read_sglang_log(src, # an SGLang server log: path or text
     if not rows: raise ValueError(f"{name}: no 'Decode batch' line with an accept len: was the server run with --speculative-algorithm "
                                   f"and a --decode-log-interval small enough to log during the requests?")
     restarts = [i for i, line in enumerate(text.splitlines(), 1) if _SGL_RESTART.search(line)]
-    settings, notes = logged_settings(text, SGLANG)
+    settings, notes = _named(logged_settings, name)(text, SGLANG)
     return Observed(Engine.parse(SGLANG), f"{name} (SGLang server log, {len(rows)} decode lines)", groups=[[float(r['accept_len'])] for r in rows],
                     settings=settings, timeline=_timeline([(r['line'], r['time'], r['accept_len'], 1) for r in rows], restarts),
                     notes=["each decode line averages its logging interval; lines weigh equally and the interval resamples them"] + notes)
