@@ -27,7 +27,7 @@ def _specforge_sample(f:Path)->dict:
     ids, a = d['input_ids'].flatten().long(), d['aux_hidden_state']
     aux = a.float().reshape(-1, a.shape[-1])
     if aux.shape[0] != ids.numel(): raise ValueError(f"aux_hidden_state has {aux.shape[0]} rows for {ids.numel()} input_ids")
-    return dict(file=str(f), input_ids=ids, aux=aux, loss_mask=d.get('loss_mask'))
+    return dict(file=str(f), input_ids=ids, aux=aux, loss_mask=d.get('loss_mask'), dtype=str(a.dtype).removeprefix('torch.'))
 
 def _read_all(files, limit:int, one)->tuple:
     "Each file through `one`, up to `limit`: (samples, one problem line per file that failed)."
@@ -62,6 +62,7 @@ def _speculators_sample(f:Path)->dict:
     d = load_file(str(f))
     if missing := [k for k in ('token_ids', 'hidden_states') if k not in d]: raise ValueError(f"keys {missing} missing (expected token_ids, hidden_states)")
     ids, hs = d['token_ids'].flatten().long(), d['hidden_states']
+    dtype = str(hs.dtype).removeprefix('torch.')   # as written: the precision the features were made in
     if hs.dim() != 3: raise ValueError(f"hidden_states has shape {tuple(hs.shape)}, expected [T, layers, hidden]")
     if hs.shape[0] != ids.numel(): raise ValueError(f"hidden_states has {hs.shape[0]} rows for {ids.numel()} token_ids")
     if hs.shape[1] < 2: raise ValueError(f"hidden_states holds {hs.shape[1]} layer: expected the aux layers and the last layer")
@@ -70,7 +71,7 @@ def _speculators_sample(f:Path)->dict:
         hs = hs.float() * d['hidden_states_scales'].float()
     hs = hs.float()
     if not torch.isfinite(hs).all(): raise ValueError("hidden_states has non-finite values")
-    return dict(file=str(f), input_ids=ids, aux=hs[:, :-1].reshape(hs.shape[0], -1), loss_mask=None)
+    return dict(file=str(f), input_ids=ids, aux=hs[:, :-1].reshape(hs.shape[0], -1), loss_mask=None, dtype=dtype)
 
 # %% ../nbs/02a_dumps.ipynb #203774a7
 def read_speculators_dump(folder, # speculators' data folder (with hidden_states/) or the hidden_states folder itself
@@ -91,7 +92,7 @@ def dump_format(folder)->str|None:
 
 def read_dump(folder, # a SpecForge (rows_*/data_*.ckpt[.gz]) or speculators (hs_*.safetensors) dump folder
               limit:int=16, # read at most this many samples
-             )->tuple: # (samples, problems), samples as dict(file, input_ids, aux, loss_mask)
+             )->tuple: # (samples, problems), samples as dict(file, input_ids, aux, loss_mask, dtype)
     "Samples of a training dump, whichever trainer wrote it."
     folder, kind = Path(folder), dump_format(folder)
     if not folder.is_dir(): return [], [f"{folder}: no such folder"]

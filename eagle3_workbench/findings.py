@@ -40,6 +40,14 @@ CODES = {
     'VOCAB_MAP_ABSOLUTE': 'd2t holds absolute target ids where engines expect offsets (target id = draft id + d2t)',
     'VOCAB_SIZE_MISMATCH': "draft_vocab_size disagrees with the vocabulary map's or the head's size",
     'NORM_OUTPUT_MISMATCH': 'the draft runs its later steps better with the other norm_output reading: the norm it was trained with moved',
+    # runtime and precision classes (compare, deployment captures)
+    'ACCEPT_ZERO': 'the deployment accepted no draft token at all (accept length exactly 1.00): the causes that give exactly zero, ranked by the other evidence',
+    'ACCEPT_DRIFT': "the deployment's acceptance falls over time within one server lifetime (a regression slope below zero): a cache reuse fault's signature",
+    'AUX_PP_STAGE_DROPPED': 'an aux layer lies on a pipeline stage before the last: the engine captures aux states on the last stage only, so they never reach the draft',
+    'AUX_RANK_DIVERGENCE': 'tensor-parallel ranks captured different values, or different points, for a tensor every rank holds whole (resid[k], draft.fc.in)',
+    'AUX_WRONG_TENSOR': "a fed chunk matches no resid[k] but a neighbouring tensor: a layer's output without its residual, a norm's output",
+    'TARGET_PRECISION_MISMATCH': "the fc input points where the training dump's does but differs in value: the target ran in another dtype or quantization than the dump",
+    'TARGET_ROTATED_BASIS': "the fc input has the dump's norms but not its directions, and one rotation maps one onto the other: a rotated (QuaRot-style) target",
 }
 # what each draft fault makes unusable: a pair with one of these is 'unusable', whatever it is fed
 DRAFT_FAULTS = {'FEATURES_UNUSED': 'fc', 'DRAFT_EMBED_DIVERGES': 'embedding', 'LM_HEAD_MISSING': 'head', 'VARIANT_WEIGHTS_MISSING': 'fc',

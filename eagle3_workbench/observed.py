@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from statistics import NormalDist
-from .engines import Engine
+import torch
+from .engines import Engine, SGLANG
 from .findings import Finding
 from .stats import bootstrap_ci, wilson
 from .plotstyle import COLORS
@@ -17,10 +18,13 @@ from .engine import summarize, run_prompts, SpecSettings
 from .outputs import Observed, read_observed, json_ready, observed_from_requests
 from .recording import Recording, is_recording
 from .search import recorded_prompts
+from .wiring import resolve_wiring
+from .sglang.compare import pp_stage_findings
 
 # %% auto #0
-__all__ = ['SIGNATURES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'expected_acceptance', 'observed_from_runs',
-           'DeploymentComparison', 'compare_observed', 'comparison_figure', 'compare_deployment']
+__all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'pair_facts',
+           'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'Trend', 'acceptance_trend',
+           'zero_acceptance', 'DeploymentComparison', 'compare_observed', 'comparison_figure', 'compare_deployment']
 
 # %% ../nbs/04c_observed.ipynb #4c40a1a5
 def expectation_settings(observed:Observed, # what the deployment printed
@@ -58,6 +62,7 @@ class Expected:
     level: float = 0.95
     notes: list = field(default_factory=list)
     outputs: list = field(default_factory=list, repr=False)
+    facts: dict = field(default_factory=dict)   # what the cause ranking reads from the pair (`pair_facts`)
     def to_json(self)->dict: return json_ready({k: v for k, v in asdict(self).items() if k != 'outputs'})
 
 def expectation_from_runs(runs:list, # StepResults, one list per prompt
@@ -72,6 +77,13 @@ def expectation_from_runs(runs:list, # StepResults, one list per prompt
     return Expected(s['per_position_acceptance'], {u: [c[u] for c in pos] for u in ('prompts', 'cycles')}, s['accept_length'], length,
                     s['cycles'], len(runs), dict(settings), level=level, **kw)
 
+def pair_facts(pair)->dict:
+    "What the cause ranking reads from the pair: whether the draft has an fc over aux states, widths, layers, where its head and vocabulary map came from."
+    c = pair.draft.config
+    return dict(eagle3=bool(c.use_aux_hidden_state), target_hidden=c.target_hidden_size, draft_hidden=c.hidden_size,
+                n_layers=getattr(pair.target, 'n_layers', None) or pair.n_layers, model_type=pair.model_type,
+                vocab_map=pair.report.vocab_map, lm_head=pair.report.lm_head, draft_vocab_given=c.draft_vocab_given)
+
 def expected_acceptance(pair, # a `Pair` from `load_pair`, loaded for the deployment's engine
                         prompts:list, # the prompts the deployment served
                         max_new_tokens:int=32, level:float=0.95, progress:bool=False, notes:list|None=None,
@@ -80,7 +92,7 @@ def expected_acceptance(pair, # a `Pair` from `load_pair`, loaded for the deploy
     "Run the pair in-process on `prompts` with the deployment's settings."
     rep = run_prompts(pair, prompts, max_new_tokens=max_new_tokens, progress=progress, **settings)
     return expectation_from_runs(rep.runs, rep.settings, level, resid_layers=list(rep.resid_layers), max_new_tokens=max_new_tokens,
-                                 lossless=rep.lossless, notes=list(notes or []), outputs=rep.outputs)
+                                 lossless=rep.lossless, notes=list(notes or []), outputs=rep.outputs, facts=pair_facts(pair))
 
 # %% ../nbs/04c_observed.ipynb #8f5048f9
 def observed_from_runs(runs:list, # StepResults, one list per prompt
@@ -102,26 +114,131 @@ def _diff(o:float, o_ci, e:float, e_ci, z_level:float, z:float, tol:float)->dict
                 below=bool(d + z * se < 0 and d < -tol))
 
 # %% ../nbs/04c_observed.ipynb #62f11f3a
+STATUS = ('shown', 'fits', 'open', 'ruled out')   # how the evidence speaks to a cause, most specific first
+
+@dataclass
+class Cause:
+    "One candidate cause of a shortfall, and what the evidence says about it."
+    code: str|None      # the finding code of its class (None: a class without a code of its own)
+    text: str           # the cause
+    status: str         # one of STATUS
+    evidence: str = ''  # what in the evidence shows it, makes it possible, or rules it out
+    tell: str = ''      # how it is told apart from the others
+    def to_json(self)->dict: return asdict(self)
+
+def rank_causes(entries:list, # (code, text, check or None[, tell]) rows of a cause table
+                observed:Observed, expected:Expected, trend=None)->list: # Causes, most specific first, table order within a status
+    "Each candidate cause with its check's status and evidence, ranked by STATUS."
+    out = []
+    for code, text, check, *tell in entries:
+        status, ev = check(observed, expected, trend) if check else ('open', '')
+        out.append(Cause(code, text, status, ev, tell[0] if tell else ''))
+    return sorted(out, key=lambda c: STATUS.index(c.status))
+
+# %% ../nbs/04c_observed.ipynb #f58d0bc0
+def _algorithm(o, e, trend=None)->tuple:
+    alg, f = o.settings.get('algorithm'), e.facts
+    if alg is None: return 'open', "the output does not state the algorithm (an SGLang server info or log, a vLLM log does)"
+    if not f.get('eagle3'): return 'ruled out', "the draft has no fc over aux states"
+    said = f"speculative algorithm {alg} for an EAGLE-3 draft"
+    fam = o.engine.family if o.engine is not None else None
+    if str(alg).upper() in ('EAGLE3', 'EAGLE-3'): return 'ruled out', f"speculative algorithm {alg}"
+    if fam == SGLANG and str(alg).upper() == 'EAGLE':
+        if f.get('target_hidden') == f.get('draft_hidden'):
+            return 'shown', f"{said}: SGLang sends one hidden state of width {f.get('target_hidden')}, as wide as the draft, so its fc is skipped"
+        return 'shown', f"{said}: SGLang sends one hidden state of width {f.get('target_hidden')}, which the fc (built for {3 * (f.get('target_hidden') or 0)}) cannot take"
+    return 'fits', f"{said}: not the EAGLE-3 method"
+
+def _pipeline(o, e, trend=None)->tuple:
+    pp = o.settings.get('pp_size')
+    if pp is None: return 'open', "the output does not state pp_size"
+    if pp <= 1: return 'ruled out', f"pp_size {pp}"
+    if not e.facts.get('n_layers') or not e.resid_layers: return 'fits', f"pp_size {pp}"
+    fs = pp_stage_findings(e.resid_layers, e.facts['n_layers'], pp)
+    return ('shown', fs[0].message) if fs else ('ruled out', f"pp_size {pp}, and every fed layer resid{e.resid_layers} is on the last stage")
+
+def _parallel(o, e, trend=None)->tuple:
+    s = o.settings
+    sizes = {k: s[k] for k in ('tp_size', 'dp_size', 'ep_size') if isinstance(s.get(k), int)}
+    if not sizes and s.get('dp_attention') is None: return 'open', "the output does not state the parallel layout"
+    many = [f"{k} {v}" for k, v in sizes.items() if v > 1] + (['data-parallel attention'] if s.get('dp_attention') else [])
+    return ('fits', ', '.join(many)) if many else ('ruled out', "one rank: " + ', '.join(f"{k} {v}" for k, v in sizes.items()))
+
+def _cuda_graph(o, e, trend=None)->tuple:
+    off = o.settings.get('cuda_graph_off')
+    return ('ruled out', "CUDA graphs were off") if off else ('open', "CUDA graphs on" if off is False else '')
+
+# %% ../nbs/04c_observed.ipynb #fa389fd0
+def _release(o, e, trend=None)->tuple:
+    "The deployment's stated release reads the draft config into other layers than the expectation fed."
+    r = e.facts.get('release_reading')
+    if not r: return 'open', "a deployment capture tells which layers were fed (eagle3-workbench diagnose --deployment)"
+    if list(r['resid_layers']) != list(e.resid_layers or []):
+        return 'shown', f"the output states {r['engine']}, which feeds resid{list(r['resid_layers'])} where the expectation fed resid{e.resid_layers}: rerun with --engine {r['engine']}"
+    return 'ruled out', f"the output states {r['engine']}, which feeds the same resid{e.resid_layers} as the expectation"
+
+def _vocab(o, e, trend=None)->tuple:
+    vm = e.facts.get('vocab_map')
+    if vm == 'missing': return 'shown', "the checkpoint has no d2t while the draft vocabulary is smaller: draft id i is read as target id i"
+    if vm and e.accept_length > 1.05: return 'ruled out', f"the same map ({vm}) accepts {e.accept_length:.2f} in-process"
+    return 'open', ''
+
+def _head(o, e, trend=None)->tuple:
+    f = e.facts
+    if f.get('lm_head') == 'target' and f.get('draft_vocab_given'):
+        return 'shown', ("the checkpoint has no lm_head yet sets draft_vocab_size: the workbench borrowed the target's head, an engine that "
+                         "builds a draft-vocabulary head keeps it random (sgl-project/sglang#27908)")
+    if f.get('lm_head') in ('checkpoint', 'tied') and e.accept_length > 1.05:
+        return 'ruled out', f"the checkpoint's own head ({f['lm_head']}) accepts {e.accept_length:.2f} in-process"
+    return 'open', ''
+
+def _numerics(o, e, trend=None)->tuple:
+    q = [f"{k} {v}" for k in ('quantization', 'dtype', 'kv_cache_dtype') if (v := o.settings.get(k)) not in (None, 'auto')]
+    return ('fits', ', '.join(q)) if q else ('open', '')
+
+def _cache(o, e, trend=None)->tuple:
+    if trend is None or trend.verdict == 'not enough evidence': return 'open', "no time course (a log with timestamped acceptance lines shows one)"
+    if trend.verdict == 'drifting down': return 'shown', trend.summary()
+    return 'ruled out', trend.summary()
+
+def _tree(o, e, trend=None)->tuple:
+    if any('assumed' in n for n in e.notes): return 'open', "the expectation assumed settings the output does not state"
+    return 'ruled out', "the expectation ran the settings the output states"
+
+# %% ../nbs/04c_observed.ipynb #b391cbb6
 SIGNATURES = {
     'from position 1': ("already the first draft token is accepted less often than expected: what the draft is fed is wrong", [
-        "features from other layers than trained, or fc skipped (reference §7: ids off by one, the embedding fed, accept length near 1.0)",
-        "verify passes capture other layers than prefill (CUDA-graph replays against eager prefill: 'prefill fine, decode poor')",
-        "captured states gathered wrong across ranks under expert, data-attention or pipeline parallelism (fine at batch 1, not at batch)",
-        "a vocabulary map (d2t / t2d) other than the one the head was trained with"]),
+        ('FC_SKIPPED', "fc skipped: an EAGLE-3 draft served as plain EAGLE (SGLang PR #21272)", _algorithm),
+        ('AUX_PP_STAGE_DROPPED', "aux layers on a pipeline stage before the last, never captured (sgl-project/sglang#39644, vllm-project/vllm#45985)", _pipeline),
+        ('AUX_LAYERS_MISMATCH', "features from other layers than trained: an engine release with another reading of the ids, the ids not read, "
+                                "defaults used (reference §7)", _release),
+        (None, "verify passes capture other layers than prefill (CUDA-graph replays against eager prefill, before SGLang PR #22836: "
+               "'prefill fine, decode poor')", _cuda_graph),
+        ('AUX_RANK_DIVERGENCE', "captured states gathered wrong across ranks under tensor, expert, data-attention or pipeline parallelism "
+                                "(fine at batch 1, not at batch)", _parallel),
+        ('VOCAB_MAP_MISSING', "a vocabulary map (d2t / t2d) other than the one the head was trained with", _vocab),
+        ('ACCEPT_DRIFT', "acceptance falling over the server's lifetime (a cache fault: vllm-project/vllm#41838)", _cache)]),
     'after position 1': ("the first draft token is accepted as expected and later ones are not: the draft's input is right, its own steps go wrong", [
-        "the draft's KV cache read back wrong (after draft extend, across draft steps, or under the tree mask)",
-        "draft positions or rope other than trained (rope_theta, rope_scaling, max_position_embeddings left at 2048)",
-        "draft extend after verify skipped, or run over other tokens than the accepted ones",
-        "other tree settings than compared (steps, top-k, draft tokens): check the settings line"]),
+        ('ACCEPT_DRIFT', "the draft's KV cache read back wrong (after draft extend, across draft steps, under the tree mask, or stale from a "
+                         "prefix cache: vllm-project/vllm#41838)", _cache),
+        (None, "draft positions or rope other than trained (rope_theta, rope_scaling, max_position_embeddings left at 2048)", None),
+        (None, "draft extend after verify skipped, or run over other tokens than the accepted ones", None),
+        (None, "other tree settings than compared (steps, top-k, draft tokens)", _tree)]),
     'cut': ("nothing is accepted from this position on, where the pair accepts: the deployment stops drafting or verifying early", [
-        "fewer draft tokens proposed or verified than configured (num_speculative_tokens, speculative_num_draft_tokens, a draft-length policy)",
-        "a cap on the accepted length in the verify step"]),
+        (None, "fewer draft tokens proposed or verified than configured (num_speculative_tokens, speculative_num_draft_tokens, a draft-length policy)", _tree),
+        (None, "a cap on the accepted length in the verify step", None)]),
     'uniform': ("no single position falls significantly short, but together they do: every position a little lower", [
-        "layer ids read one off from the rule compared (an engine version with another convention, e.g. SGLang PR #25454: reference §2)",
-        "other numerics than the draft was trained with (dtype, quantization of the target or the draft)",
-        "a variant key the engine reads differently from the trainer (reference §3b)"]),
+        ('AUX_LAYERS_MISMATCH', "layer ids read one off from the rule compared (an engine release with another convention, e.g. SGLang PR #25454: "
+                                "reference §2)", _release),
+        ('TARGET_PRECISION_MISMATCH', "other numerics than the draft was trained with (dtype, quantization of the target or the draft)", _numerics),
+        ('ACCEPT_DRIFT', "acceptance falling over the server's lifetime (a cache fault: vllm-project/vllm#41838)", _cache),
+        ('VARIANT_IGNORED', "a variant key the engine reads differently from the trainer (reference §3b)", None)]),
     'accept length only': ("the deployment reports an average only, so where it falls short is unknown", [
-        "any deployment-only fault of reference §7's last row: read per-position counts (vLLM /metrics, SGLang meta_info histograms) to place it"]),
+        ('FC_SKIPPED', "fc skipped: an EAGLE-3 draft served as plain EAGLE (SGLang PR #21272)", _algorithm),
+        ('AUX_PP_STAGE_DROPPED', "aux layers on a pipeline stage before the last, never captured", _pipeline),
+        ('AUX_LAYERS_MISMATCH', "features from other layers than trained (an engine release with another reading of the ids)", _release),
+        ('ACCEPT_DRIFT', "acceptance falling over the server's lifetime (a cache fault)", _cache),
+        (None, "any deployment-only fault of reference §7's last row: read per-position counts (vLLM /metrics, SGLang meta_info histograms) to place it", None)]),
 }
 
 def _signature(rows:list, first:int|None, length_below:bool=False)->str|None:
@@ -142,7 +259,171 @@ def _length_ci(o:Observed, z:float)->tuple|None:
     return (mean - z * sd / math.sqrt(o.drafts), mean + z * sd / math.sqrt(o.drafts))
 
 # %% ../nbs/04c_observed.ipynb #2f86136b
+@dataclass
+class Trend:
+    "The accept length over a log's time course: a slope within server lifetimes, with its interval."
+    verdict: str                  # 'drifting down', 'no drift' or 'not enough evidence'
+    slope_per_hour: float|None    # accept length change per hour, within lifetimes
+    slope_ci: tuple|None          # its 95% moving-block bootstrap interval
+    lines: int                    # timed acceptance lines
+    lifetimes: int                # server lifetimes (restarts and cache flushes start a new one)
+    span_hours: float             # the longest lifetime's time span
+    resets: list = field(default_factory=list)   # per new lifetime: its first lines' mean minus the previous lifetime's last
+    notes: list = field(default_factory=list)
+
+    @property
+    def change(self)->float|None:
+        "The fitted change over the longest lifetime."
+        return None if self.slope_per_hour is None else self.slope_per_hour * self.span_hours
+
+    def summary(self)->str:
+        if self.slope_per_hour is None: return f"{self.verdict}: {'; '.join(self.notes)}"
+        lo, hi = self.slope_ci
+        back = f"; each new lifetime starts {', '.join(f'{r:+.2f}' for r in self.resets)} above where the last ended" if self.resets else ''
+        return (f"accept length {self.slope_per_hour:+.3f} per hour [{lo:+.3f}, {hi:+.3f}] within server lifetimes ({self.lines} log lines, "
+                f"{self.lifetimes} lifetime(s), the longest {self.span_hours:.2f} h: {self.change:+.2f} over it){back}")
+    def to_json(self)->dict: return json_ready(dict(asdict(self), change=self.change))
+
+# %% ../nbs/04c_observed.ipynb #ec07cd2b
+def _slopes(t, y, w, seg, idx)->torch.Tensor:
+    "Weighted least-squares slope of y on t within segments, for each row of indices `idx` [B, m]."
+    T, Y, W, G = t[idx], y[idx], w[idx], torch.nn.functional.one_hot(seg[idx], int(seg.max()) + 1).double()   # G [B, m, S]
+    sw = (W[..., None] * G).sum(1).clamp_min(1e-12)
+    tb = ((W * T)[..., None] * G).sum(1) / sw
+    yb = ((W * Y)[..., None] * G).sum(1) / sw
+    dt, dy = T - (G * tb[:, None]).sum(-1), Y - (G * yb[:, None]).sum(-1)
+    return (W * dt * dy).sum(-1) / (W * dt * dt).sum(-1).clamp_min(1e-12)
+
+def _t_quantile(p:float, df:int)->float:
+    "Student t quantile from the normal one (Cornish-Fisher, three terms: 2.568 for 2.571 at df 5, 2.228 at df 10)."
+    z = NormalDist().inv_cdf(p)
+    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+
+def _slope_se(t, y, w, seg, slope:float)->float:
+    "The within-lifetime slope's sandwich (HC1) standard error."
+    G = torch.nn.functional.one_hot(seg, int(seg.max()) + 1).double()
+    sw = (w[:, None] * G).sum(0).clamp_min(1e-12)
+    dt = t - G @ ((w * t) @ G / sw)
+    dy = y - G @ ((w * y) @ G / sw)
+    e, sxx, df = dy - slope * dt, (w * dt * dt).sum(), max(1, len(t) - G.shape[1] - 1)
+    return float(((w * dt * e) ** 2).sum().sqrt() / sxx.clamp_min(1e-12) * math.sqrt(len(t) / df))
+
+def _resets(y, seg)->list:
+    "Per lifetime after the first: mean of its first three lines minus the previous lifetime's last three."
+    out = []
+    for s in range(1, int(seg.max()) + 1):
+        before, after = y[seg == s - 1], y[seg == s]
+        if len(before) and len(after): out.append(float(after[:3].mean() - before[-3:].mean()))
+    return out
+
+# %% ../nbs/04c_observed.ipynb #55306d3c
+def acceptance_trend(observed:Observed, # an output read from a log (`Observed.timeline`)
+                     tol:float=0.1, # a smaller fall over a lifetime never counts
+                     min_lines:int=10, # fewer timed lines: not enough evidence
+                     n:int=2000, seed:int=0, level:float=0.95,
+                    )->Trend:
+    "Does the deployment's accept length fall over time within server lifetimes? A slope with its interval, and the resets."
+    tl = observed.timeline
+    if len(tl) < min_lines: return Trend('not enough evidence', None, None, len(tl), 0, 0.0,
+                                         notes=[f"{len(tl)} timed acceptance lines, at least {min_lines} are needed (a log; other outputs have no time course)"])
+    t = torch.tensor([r['t'] / 3600 for r in tl], dtype=torch.float64)
+    y = torch.tensor([r['accept_length'] for r in tl], dtype=torch.float64)
+    w = torch.tensor([r['weight'] for r in tl], dtype=torch.float64)
+    seg = torch.tensor([r['segment'] for r in tl])
+    spans = [float(t[seg == s].max() - t[seg == s].min()) for s in seg.unique().tolist()]
+    if max(spans) <= 0: return Trend('not enough evidence', None, None, len(tl), len(spans), 0.0, notes=["the lines span no time within a lifetime"])
+    m, L = len(tl), max(1, round(len(tl) ** (1 / 3)))
+    slope = float(_slopes(t, y, w, seg, torch.arange(m)[None])[0])
+    gen, per = torch.Generator().manual_seed(seed), -(-m // L)
+    starts = torch.randint(0, m - L + 1, (n, per), generator=gen)
+    idx = (starts[..., None] + torch.arange(L)).reshape(n, -1)[:, :m]
+    boot = torch.cat([_slopes(t, y, w, seg, idx[i:i + max(1, (1 << 21) // m)]) for i in range(0, n, max(1, (1 << 21) // m))])
+    lo, hi = boot.quantile(torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)).tolist()
+    half = _t_quantile((1 + level) / 2, max(1, m - len(spans) - 1)) * _slope_se(t, y, w, seg, slope)
+    lo, hi = min(lo, slope - half), max(hi, slope + half)   # the wider of the two intervals
+    down = hi < 0 and slope * max(spans) < -tol
+    return Trend('drifting down' if down else 'no drift', slope, (lo, hi), m, len(spans), max(spans), _resets(y, seg))
+
+# %% ../nbs/04c_observed.ipynb #74b01e45
+ZERO_CAUSES = [   # (code, cause, check, how it is told apart): the causes that give exactly zero acceptance
+    ('FC_SKIPPED', "fc skipped: an EAGLE-3 draft served as plain EAGLE (SGLang PR #21272)", _algorithm,
+     "the settings' algorithm: EAGLE shows it, EAGLE3 rules it out"),
+    (None, "the draft's head missing, so random in the engine (sgl-project/sglang#27908)", _head,
+     "the checkpoint: no lm_head yet a draft_vocab_size; a head of its own that accepts in-process rules it out"),
+    ('VOCAB_MAP_MISSING', "d2t missing: draft ids read as the first target ids (NVIDIA-NeMo/Automodel#2447)", _vocab,
+     "the checkpoint's vocabulary map; the same map accepting in-process rules it out"),
+    ('AUX_LAYERS_MISMATCH', "other layers fed than trained: the ids not read, defaults used, or CUDA-graph passes without aux capture "
+                            "(lightseekorg/tokenspeed#526, SGLang PR #22836)", _release,
+     "a capture of the deployment (diagnose --deployment), or the stated release's reading of the ids"),
+]
+
+def zero_acceptance(observed:Observed, expected:Expected, trend=None)->dict|None:
+    "None, or when the deployment accepted no draft token: how sure that is, what the pair accepts in-process, and the ranked causes."
+    o = observed
+    if o.drafts and o.accepted is not None: zero, n = o.accepted == 0, o.drafts
+    elif o.groups: zero, n = all(v <= 1.005 for g in o.groups for v in g), sum(len(g) for g in o.groups)
+    else: zero, n = o.accept_length is not None and o.accept_length < 1.005, None
+    if not zero: return None
+    upper = wilson(0, n)[1] if n and o.drafts else None
+    itself = (expected.accept_length_ci.get('cycles') or (expected.accept_length,) * 2)[1] < 1.05   # the pair's own upper bound
+    causes = rank_causes(ZERO_CAUSES, o, expected, trend)
+    if itself: causes = sorted(causes, key=lambda c: (c.code not in (None, 'VOCAB_MAP_MISSING'), STATUS.index(c.status)))   # the checkpoint first
+    return dict(counted=n, acceptance_upper=upper, in_process=expected.accept_length, pair_accepts_nothing=itself, causes=causes)
+
+# %% ../nbs/04c_observed.ipynb #6e1fb86a
+def _zero_said(z:dict)->str:
+    "How sure the zero is: counted steps and the upper bound, or an average that reads 1.00."
+    if z['counted'] is None: return "the reported average accept length is 1.00 (no counts, so no interval)"
+    bound = f", acceptance at most {z['acceptance_upper']:.4f} per step at 95%" if z['acceptance_upper'] is not None else ''
+    return f"no draft token accepted in {z['counted']} counted {'verify steps' if bound else 'log lines'}{bound}"
+
+def _comparison_findings(cmp)->list:
+    "The comparison's findings: below expectation, the faults the settings show, zero acceptance, drift over time."
+    out, o, e, cs = [], cmp.observed, cmp.expected, cmp.causes
+    if cmp.verdict == 'below expectation':
+        where = f"from draft position {cmp.first_divergence}" if cmp.first_divergence else "in accept length"
+        top = f"; most specific cause: {cs[0].text} ({cs[0].status}{': ' + cs[0].evidence if cs[0].evidence else ''})" if cs else ''
+        out.append(Finding('DEPLOYMENT_BELOW_EXPECTATION', 'error', f"the deployment accepts significantly less than the pair in-process {where}: "
+                           f"{SIGNATURES[cmp.signature][0]}{top}", dict(first_divergence=cmp.first_divergence, signature=cmp.signature,
+                           causes=[c.to_json() for c in cs], positions=json_ready(cmp.positions), accept_length=json_ready(cmp.accept_length))))
+    for code, check in (('FC_SKIPPED', _algorithm), ('AUX_PP_STAGE_DROPPED', _pipeline)):
+        status, ev = check(o, e)
+        if status == 'shown': out.append(Finding(code, 'error', f"the deployment's settings show it: {ev}", dict(settings=o.settings, source=o.source)))
+    if cmp.zero:
+        z, shown = cmp.zero, [c for c in cmp.zero['causes'] if c.status in ('shown', 'fits')]
+        lead = f"the evidence shows: {shown[0].text} ({shown[0].evidence})" if shown else "nothing in the evidence points at one cause: " + \
+               '; '.join(c.text for c in z['causes'] if c.status != 'ruled out')
+        out.append(Finding('ACCEPT_ZERO', 'error', f"{_zero_said(z)}, where the pair accepts {z['in_process']:.2f} "
+                           f"in-process; of the causes that give exactly zero, {lead}", dict(z, causes=[c.to_json() for c in z['causes']])))
+    if cmp.trend and cmp.trend.verdict == 'drifting down':
+        out.append(Finding('ACCEPT_DRIFT', 'error', f"{cmp.trend.summary()}: acceptance falls while the server runs, the signature of a cache "
+                           "reuse fault (vllm-project/vllm#41838); compare with prefix caching off, or after a cache flush", cmp.trend.to_json()))
+    return out
+
+# %% ../nbs/04c_observed.ipynb #f371bb5f
 def _ci(ci)->str: return '' if not ci or any(math.isnan(x) for x in ci) else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+def _cause_lines(causes:list, indent:str='    ')->list:
+    out = [f"{indent}{i}. [{c.status}] {c.text}" + (f": {c.evidence}" if c.evidence else '') for i, c in enumerate(causes, 1)]
+    if causes and not any(c.status in ('shown', 'fits') for c in causes):
+        out.append(f"{indent}(nothing in the evidence points at one of these: they are in the table's order)")
+    return out
+
+def _table(cmp)->list:
+    "The verdict line, what was compared, and the rows."
+    e, o, s = cmp.expected, cmp.observed, cmp.expected.settings
+    head = cmp.verdict.upper() + (f", first at position {cmp.first_divergence}" if cmp.first_divergence else
+                                   ', in accept length' if cmp.signature else '')
+    lines = [f"Observed vs expected acceptance: {head}",
+             f"  observed  {o.source}: " + (f"{o.drafts} verify steps counted" if o.drafts is not None else "no counts"),
+             f"  expected  in-process, {e.prompts} prompts x {e.max_new_tokens} new tokens, steps {s.get('speculative_num_steps')}, "
+             f"top-k {s.get('speculative_eagle_topk')}, temperature {s.get('temperature')}, resid{e.resid_layers}: {e.cycles} verify steps",
+             f"  {'position':>8}  {'observed':24}  {'expected':24}  difference ({cmp.level:.0%} overall)"]
+    for r in cmp.positions + [dict(position='length', **cmp.accept_length)]:
+        lines.append(f"  {r['position']:>8}  {r['observed']:.3f} {_ci(r['observed_ci']):18}  {r['expected']:.3f} {_ci(r['expected_ci']):18}  "
+                     f"{r['difference']:+.3f} {_ci(r['difference_ci'])}{'  below' if r['below'] else ''}")
+    return lines
 
 @dataclass
 class DeploymentComparison:
@@ -156,42 +437,31 @@ class DeploymentComparison:
     expected: Expected
     level: float
     notes: list = field(default_factory=list)
-    @property
-    def causes(self)->list: return SIGNATURES[self.signature][1] if self.signature else []
+    causes: list = field(default_factory=list)   # `Cause`s of the signature, ranked (below expectation only)
+    trend: Trend|None = None                     # the accept length over the log's time course
+    zero: dict|None = None                       # `zero_acceptance`: when the deployment accepted nothing
+    def findings(self)->list: return _comparison_findings(self)
 
     def __str__(self)->str:
-        e, o, s = self.expected, self.observed, self.expected.settings
-        head = self.verdict.upper() + (f", first at position {self.first_divergence}" if self.first_divergence else
-                                       ', in accept length' if self.signature else '')
-        lines = [f"Observed vs expected acceptance: {head}",
-                 f"  observed  {o.source}: " + (f"{o.drafts} verify steps counted" if o.drafts is not None else "no counts"),
-                 f"  expected  in-process, {e.prompts} prompts x {e.max_new_tokens} new tokens, steps {s.get('speculative_num_steps')}, "
-                 f"top-k {s.get('speculative_eagle_topk')}, temperature {s.get('temperature')}, resid{e.resid_layers}: {e.cycles} verify steps",
-                 f"  {'position':>8}  {'observed':24}  {'expected':24}  difference ({self.level:.0%} overall)"]
-        for r in self.positions + [dict(position='length', **self.accept_length)]:
-            lines.append(f"  {r['position']:>8}  {r['observed']:.3f} {_ci(r['observed_ci']):18}  {r['expected']:.3f} {_ci(r['expected_ci']):18}  "
-                         f"{r['difference']:+.3f} {_ci(r['difference_ci'])}{'  below' if r['below'] else ''}")
-        if self.signature:
-            lines.append(f"  fits: {SIGNATURES[self.signature][0]}")
-            lines += [f"    - {c}" for c in self.causes]
+        lines = _table(self)
+        if self.signature: lines += [f"  fits: {SIGNATURES[self.signature][0]}", "  causes, most specific first:"] + _cause_lines(self.causes)
+        if self.zero:
+            z = self.zero
+            lines += [f"  zero acceptance: {_zero_said(z)}; in-process the pair accepts {z['in_process']:.2f}"]
+            lines += _cause_lines(z['causes'])
+        if self.trend and self.trend.verdict != 'not enough evidence': lines.append(f"  over time: {self.trend.verdict}, {self.trend.summary()}")
+        lines += [f"  {f.code}: {f.message}" for f in self.findings() if f.code in ('FC_SKIPPED', 'AUX_PP_STAGE_DROPPED')]
         return '\n'.join(lines + [f"  note: {n}" for n in self.notes])
 
     def to_json(self)->dict:
+        z = None if self.zero is None else dict(self.zero, causes=[c.to_json() for c in self.zero['causes']])
         return json_ready(dict(verdict=self.verdict, first_divergence=self.first_divergence, signature=self.signature,
-                               explanation=SIGNATURES[self.signature][0] if self.signature else None, causes=self.causes,
-                               level=self.level, positions=self.positions, accept_length=self.accept_length,
+                               explanation=SIGNATURES[self.signature][0] if self.signature else None, causes=[c.to_json() for c in self.causes],
+                               level=self.level, positions=self.positions, accept_length=self.accept_length, zero_acceptance=z,
+                               trend=self.trend.to_json() if self.trend else None, findings=[asdict(f) for f in self.findings()],
                                observed=self.observed.to_json(), expected=self.expected.to_json(), notes=self.notes))
 
-    def finding(self)->Finding|None:
-        "DEPLOYMENT_BELOW_EXPECTATION when the deployment is below expectation, else None."
-        if self.verdict != 'below expectation': return None
-        where = f"from draft position {self.first_divergence}" if self.first_divergence else "in accept length"
-        return Finding('DEPLOYMENT_BELOW_EXPECTATION', 'error',
-                       f"the deployment accepts significantly less than the pair in-process {where}: {SIGNATURES[self.signature][0]}",
-                       dict(first_divergence=self.first_divergence, signature=self.signature, causes=self.causes,
-                            positions=json_ready(self.positions), accept_length=json_ready(self.accept_length)))
-
-# %% ../nbs/04c_observed.ipynb #ec07cd2b
+# %% ../nbs/04c_observed.ipynb #1b255911
 def compare_observed(observed:Observed, expected:Expected,
                      level:float=0.95, # overall confidence, split over the positions compared
                      tol:float=0.05, # a smaller shortfall per position never counts
@@ -199,7 +469,7 @@ def compare_observed(observed:Observed, expected:Expected,
                      min_drafts:int=30, # fewer observed verify steps: not enough evidence
                      same_prompts:bool=True, # the deployment served the expectation's prompts; False: intervals resample prompts
                     )->DeploymentComparison:
-    "Compare per position (and accept length); say where the deployment falls short and which faults fit."
+    "Compare per position (and accept length); say where the deployment falls short and which causes the evidence points at."
     pp, m = observed.per_position, 0
     if pp: m = min(len(pp), len(expected.per_position))
     z1 = NormalDist().inv_cdf(0.5 + level / 2)                 # turns a reported interval back into a standard error
@@ -221,7 +491,10 @@ def compare_observed(observed:Observed, expected:Expected,
         notes.append(f"observed verify steps {n}, expected {expected.cycles}: at least {min_drafts} each are needed")
     else: verdict, first = ('below expectation' if below or length['below'] else 'as expected'), (below[0] if below else None)
     sig = _signature(rows, first, length['below']) if verdict == 'below expectation' else None
-    return DeploymentComparison(verdict, first, sig, rows, length, observed, expected, level, notes)
+    trend = acceptance_trend(observed, tol=tol_length) if observed.timeline else None
+    causes = rank_causes(SIGNATURES[sig][1], observed, expected, trend) if sig else []
+    return DeploymentComparison(verdict, first, sig, rows, length, observed, expected, level, notes, causes, trend,
+                                zero_acceptance(observed, expected, trend))
 
 # %% ../nbs/04c_observed.ipynb #e80de278
 def comparison_figure(cmp:DeploymentComparison, # from `compare_observed`
@@ -247,6 +520,14 @@ def comparison_figure(cmp:DeploymentComparison, # from `compare_observed`
 
 # %% ../nbs/04c_observed.ipynb #955aeb1d
 def _recorded(target)->bool: return isinstance(target, Recording) or isinstance(target, (str, Path)) and is_recording(target)
+
+def _release_reading(obs:Observed, eng:Engine, pair, n_layers:int)->dict|None:
+    "The resid layers the release the output states would feed (the `_release` check's evidence); None when it states none this reads."
+    v = obs.settings.get('version')
+    if not v or obs.engine is None or eng.family != obs.engine.family: return None
+    try: stated = Engine.parse(f"{obs.engine.family}=={v}")
+    except ValueError: return None
+    return dict(engine=stated.key, resid_layers=list(resolve_wiring(pair.draft.config.raw, n_layers, stated, pair.model_type).resid_layers))
 
 def _expectation_pair(target, draft, engine, threads):
     "The pair the expectation runs on: a target loaded in-process, or a recording of it (a folder or a `Recording`)."
@@ -282,4 +563,5 @@ def compare_deployment(observed, # path of what the deployment printed (any form
     prompts = prompts if prompts is not None else recorded_prompts(pair.target)[:n_prompts]
     exp = expected_acceptance(pair, prompts, max_new_tokens or obs.settings.get('max_new_tokens') or 32,
                               notes=notes + [f"wired as {eng} reads the draft config"], **st)
+    if r := _release_reading(obs, eng, pair, exp.facts['n_layers']): exp.facts['release_reading'] = r
     return compare_observed(obs, exp, same_prompts=same_prompts)

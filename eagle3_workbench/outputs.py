@@ -4,15 +4,16 @@
 
 # %% ../nbs/04b_outputs.ipynb #c627b2c8
 from __future__ import annotations
-import json, math, re
+import ast, json, math, re
+from datetime import datetime, timedelta
 from dataclasses import dataclass, field, replace
 from .engines import Engine, SGLANG, VLLM
 from .sglang.log import text_and_name, read_server_log
 
 # %% auto #0
-__all__ = ['Observed', 'json_ready', 'observed_from_requests', 'prometheus_samples', 'read_vllm_metrics', 'vllm_metrics_text',
-           'read_vllm_responses', 'read_vllm_log', 'read_sglang_responses', 'read_sglang_server_info',
-           'read_sglang_log', 'read_observed']
+__all__ = ['SETTINGS_NAMES', 'Observed', 'json_ready', 'engine_settings', 'logged_settings', 'observed_from_requests',
+           'prometheus_samples', 'read_vllm_metrics', 'vllm_metrics_text', 'read_vllm_responses', 'read_vllm_log',
+           'read_sglang_responses', 'read_sglang_server_info', 'read_sglang_log', 'read_observed']
 
 # %% ../nbs/04b_outputs.ipynb #55009ba8
 @dataclass
@@ -28,6 +29,7 @@ class Observed:
     reported_accept_length: float|None = None  # the engine's own average, where that is all it printed
     settings: dict = field(default_factory=dict)  # what the output says: num_steps, topk, num_draft_tokens, max_new_tokens, models, version
     notes: list = field(default_factory=list)
+    timeline: list = field(default_factory=list, repr=False)  # logs: one dict per acceptance line (t seconds, accept_length, weight, segment, line)
 
     @property
     def per_position(self)->list|None:
@@ -45,7 +47,8 @@ class Observed:
     def to_json(self)->dict:
         return json_ready(dict(engine=self.engine.key if self.engine else 'in-process', source=self.source, drafts=self.drafts, draft_tokens=self.draft_tokens,
                            accepted=self.accepted, accepted_per_pos=self.accepted_per_pos, per_position=self.per_position,
-                           accept_length=self.accept_length, groups=len(self.groups), settings=self.settings, notes=self.notes))
+                           accept_length=self.accept_length, groups=len(self.groups), settings=self.settings, notes=self.notes,
+                           timeline_lines=len(self.timeline)))
 
 def json_ready(x):
     "JSON-ready: tuples as lists, NaN as None, floats to 4 decimals."
@@ -53,6 +56,108 @@ def json_ready(x):
     if isinstance(x, (list, tuple)): return [json_ready(v) for v in x]
     if isinstance(x, float): return None if math.isnan(x) else round(x, 4)
     return x
+
+# %% ../nbs/04b_outputs.ipynb #9845ab55
+SETTINGS_NAMES = {   # our name: (SGLang server argument, vLLM engine argument); None: that engine has no such argument
+    'algorithm': ('speculative_algorithm', 'speculative_config.method'),
+    'num_steps': ('speculative_num_steps', 'speculative_config.num_speculative_tokens'),
+    'topk': ('speculative_eagle_topk', None),
+    'num_draft_tokens': ('speculative_num_draft_tokens', None),
+    'target': ('model_path', 'model'),
+    'draft': ('speculative_draft_model_path', 'speculative_config.model'),
+    'tp_size': ('tp_size', 'tensor_parallel_size'),
+    'pp_size': ('pp_size', 'pipeline_parallel_size'),
+    'dp_size': ('dp_size', 'data_parallel_size'),
+    'ep_size': ('ep_size', None),
+    'dp_attention': ('enable_dp_attention', None),
+    'dtype': ('dtype', 'dtype'),
+    'quantization': ('quantization', 'quantization'),
+    'kv_cache_dtype': ('kv_cache_dtype', 'kv_cache_dtype'),
+    'cuda_graph_off': ('disable_cuda_graph', 'enforce_eager'),
+    'version': ('version', None),
+}
+
+_COUNTS = ('num_steps', 'topk', 'num_draft_tokens', 'tp_size', 'pp_size', 'dp_size', 'ep_size')   # settings that must be integers
+
+def _dotted(d:dict, key:str):
+    for part in key.split('.'):
+        if not isinstance(d, dict) or part not in d: return None
+        d = d[part]
+    return d
+
+def engine_settings(args:dict, # the engine's arguments, by its own names
+                    engine:str, # SGLANG or VLLM: whose names `args` uses
+                   )->dict: # `SETTINGS_NAMES` keys -> values, unset (None) ones left out
+    "The settings the comparison reads, from an engine's own argument names."
+    col = (SGLANG, VLLM).index(engine)
+    out = {k: _dotted(args, names[col]) for k, names in SETTINGS_NAMES.items() if names[col]}
+    for k in _COUNTS:
+        if out.get(k) is not None and (isinstance(out[k], bool) or not isinstance(out[k], int)):
+            raise ValueError(f"{SETTINGS_NAMES[k][col]} {out[k]!r}: expected an integer")
+    return {k: v for k, v in out.items() if v is not None}
+
+# %% ../nbs/04b_outputs.ipynb #c96e1e2c
+_SGL_ARGS = re.compile(r'server_args=ServerArgs\((.*)\)\s*$')
+_VLLM_ARGS = re.compile(r'non-default args: (\{.*\})\s*$')
+_SGL_RESTART = re.compile(r'server_args=ServerArgs\(|Cache flushed successfully')
+_VLLM_RESTART = re.compile(r'vLLM API server version')
+
+def _call_kwargs(inner:str)->dict:
+    "The literal keyword arguments of `f(inner)`, read with ast; others skipped."
+    try: call = ast.parse(f"f({inner})", mode='eval').body
+    except SyntaxError: return {}
+    out = {}
+    for kw in call.keywords:
+        try: out[kw.arg] = ast.literal_eval(kw.value)
+        except ValueError: pass
+    return out
+
+def _named(f, name:str):
+    "`f`, its ValueErrors prefixed with the file they are about."
+    def g(*a, **k):
+        try: return f(*a, **k)
+        except ValueError as e: raise ValueError(f"{name}: {e}") from None
+    return g
+
+def logged_settings(text:str, engine:str)->tuple:
+    "(settings of the last argument line, notes) of an SGLang or vLLM log: its `server_args=` or `non-default args:` lines."
+    rx, runs = (_SGL_ARGS if engine == SGLANG else _VLLM_ARGS), []
+    for line in text.splitlines():
+        if m := rx.search(line):
+            if engine == SGLANG: args = _call_kwargs(m[1])
+            else:
+                try: args = ast.literal_eval(m[1])
+                except (ValueError, SyntaxError): args = {}
+            runs.append(engine_settings(args, engine))
+    notes = [f"the log holds {len(runs)} argument lines that differ: the last one is used"] if len({json.dumps(r, sort_keys=True, default=str) for r in runs}) > 1 else []
+    return (runs[-1] if runs else {}), notes
+
+# %% ../nbs/04b_outputs.ipynb #ceeb113d
+_VLLM_TIME = re.compile(r'\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b')
+
+def _when(stamp:str|None)->datetime|None:
+    "A log time: SGLang's ISO date and time, or vLLM's month-day time (year 2000, a leap year)."
+    if not stamp: return None
+    try: return datetime.fromisoformat(stamp.replace(',', '.').replace(' ', 'T'))
+    except ValueError: pass
+    m = _VLLM_TIME.search(stamp)
+    return datetime(2000, *map(int, m.groups())) if m else None
+
+def _timeline(rows:list, # (line number, time stamp or None, accept length, weight) per acceptance line
+              restarts:list, # line numbers that start a new server lifetime
+             )->list:
+    "One dict per acceptance line: t (seconds since the first), accept_length, weight, segment, line; [] unless every line has a time."
+    times = [_when(t) for _, t, _, _ in rows]
+    if not rows or None in times: return []
+    out, prev, shift = [], None, timedelta(0)
+    for (line, _, a, w), t in zip(rows, times):
+        if prev is not None and t + shift < prev - timedelta(days=1): shift += timedelta(days=366 if (t + shift).year % 4 == 0 else 365)
+        prev = t + shift
+        out.append(dict(t=(prev - times[0]).total_seconds(), accept_length=float(a), weight=float(w), line=line,
+                        segment=sum(r < line for r in restarts)))
+    seg0 = out[0]['segment']
+    for r in out: r['segment'] -= seg0
+    return out
 
 # %% ../nbs/04b_outputs.ipynb #2cbd30ac
 def _json_items(text:str, name:str)->list:
@@ -183,19 +288,24 @@ def read_vllm_log(src, # a vLLM server log: path or text
                  )->Observed:
     "Acceptance from the `SpecDecoding metrics:` lines of a vLLM log (rates per interval turned back into counts)."
     text, name = text_and_name(src)
-    reqs = []
-    for line in text.splitlines():
+    reqs, rows, restarts = [], [], []
+    for i, line in enumerate(text.splitlines(), 1):
+        if _VLLM_RESTART.search(line): restarts.append(i)
         m = _VLLM_LOG.search(line)
         if not m: continue
         rates = [float(x) for x in m[3].split(', ')]
         n = round(int(m[2]) / len(rates))
         reqs.append(dict(drafts=n, draft_tokens=int(m[2]), accepted=int(m[1]), per_pos=[round(r * n) for r in rates],
                          group=[]))
+        if n: rows.append((i, line[:m.start()], 1 + int(m[1]) / n, n))
     if not reqs: raise ValueError(f"{name}: no 'SpecDecoding metrics:' line with per-position rates: was speculative decoding on, "
                                   f"and logging not disabled (--disable-log-stats)?")
-    o = observed_from_requests(Engine.parse(VLLM), f"{name} (vLLM log, {len(reqs)} SpecDecoding lines)", reqs, settings=dict(num_steps=len(rates), topk=1),
-                       notes=["vLLM logs rates per interval: drafts = drafted / num_speculative_tokens, per-position counts rounded"])
-    return replace(o, accepted_per_pos=[sum(r['per_pos'][j] for r in reqs) for j in range(len(rates))], groups=[])
+    logged, notes = _named(logged_settings, name)(text, VLLM)
+    o = observed_from_requests(Engine.parse(VLLM), f"{name} (vLLM log, {len(reqs)} SpecDecoding lines)", reqs,
+                               settings={**logged, 'num_steps': len(rates), 'topk': 1},
+                               notes=["vLLM logs rates per interval: drafts = drafted / num_speculative_tokens, per-position counts rounded"] + notes)
+    return replace(o, accepted_per_pos=[sum(r['per_pos'][j] for r in reqs) for j in range(len(rates))], groups=[],
+                   timeline=_timeline(rows, restarts))
 
 # %% ../nbs/04b_outputs.ipynb #476073ed
 _SGL_ACCEPTED = ('spec_num_correct_drafts', 'spec_accepted_drafts', 'spec_accept_token_num')   # newest name first
@@ -238,12 +348,10 @@ def read_sglang_server_info(src, # SGLang /get_server_info JSON: path or text
                                                                f"the server ran without speculative decoding")
     avgs = [s['avg_spec_accept_length'] for s in info['internal_states'] if isinstance(s, dict) and s.get('avg_spec_accept_length')]
     if not avgs: raise ValueError(f"{name}: no internal_states[*].avg_spec_accept_length: no verify step ran since start or flush_cache")
-    keys = dict(num_steps='speculative_num_steps', topk='speculative_eagle_topk', num_draft_tokens='speculative_num_draft_tokens',
-                algorithm='speculative_algorithm', target='model_path', draft='speculative_draft_model_path', version='version')
     notes = ["the server info gives one average and no counts: the observed side has no interval"]
     if len(avgs) > 1: notes.append(f"{len(avgs)} data-parallel ranks report {[round(a, 4) for a in avgs]}: their plain mean is used")
     return Observed(Engine.parse(SGLANG), f"{name} (SGLang server info, version {info.get('version')})", reported_accept_length=sum(avgs) / len(avgs),
-                    settings={k: info[v] for k, v in keys.items() if info.get(v) is not None}, notes=notes)
+                    settings=_named(engine_settings, name)(info, SGLANG), notes=notes)
 
 def read_sglang_log(src, # an SGLang server log: path or text
                    )->Observed:
@@ -252,8 +360,11 @@ def read_sglang_log(src, # an SGLang server log: path or text
     rows = [r for r in read_server_log(text) if r.get('accept_len') is not None]
     if not rows: raise ValueError(f"{name}: no 'Decode batch' line with an accept len: was the server run with --speculative-algorithm "
                                   f"and a --decode-log-interval small enough to log during the requests?")
+    restarts = [i for i, line in enumerate(text.splitlines(), 1) if _SGL_RESTART.search(line)]
+    settings, notes = _named(logged_settings, name)(text, SGLANG)
     return Observed(Engine.parse(SGLANG), f"{name} (SGLang server log, {len(rows)} decode lines)", groups=[[float(r['accept_len'])] for r in rows],
-                    notes=["each decode line averages its logging interval; lines weigh equally and the interval resamples them"])
+                    settings=settings, timeline=_timeline([(r['line'], r['time'], r['accept_len'], 1) for r in rows], restarts),
+                    notes=["each decode line averages its logging interval; lines weigh equally and the interval resamples them"] + notes)
 
 # %% ../nbs/04b_outputs.ipynb #c87c604a
 def read_observed(src, # what the deployment printed: a file path (or the text itself)

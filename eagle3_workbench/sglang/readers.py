@@ -40,30 +40,50 @@ def _stat_diffs(a:dict, b:dict, rtol:float)->dict:
     return out
 
 # %% ../../nbs/02d_sglang_readers.ipynb #78b4ac89
+def _stage(o)->int|None: return (o.detail or {}).get('pp')   # a record's pipeline stage, where its reader knows it
+
+def _replica_key(group:str, pp)->tuple: return (group, pp)
+
+def _where(g:tuple)->str:
+    "A replica group in words: '', ' (target)', ' (pp 1)', ' (draft, pp 0)'."
+    said = ', '.join(x for x in (g[0], None if g[1] is None else f"pp {g[1]}") if x)
+    return f" ({said})" if said else ''
+
 def _groups(processes:list)->tuple:
-    "({group: {rank: [pids]}} of the process folders, notes on ranks with several processes)."
+    "({(group, pp stage): {rank: [pids]}} of the process folders, notes on ranks with several processes)."
     groups, notes = {}, []
-    for p in processes: groups.setdefault(p['group'], {}).setdefault(p['rank'], []).append(p['pid'])
+    for p in processes: groups.setdefault(_replica_key(p['group'], p.get('pp')), {}).setdefault(p['rank'], []).append(p['pid'])
     for g, rk in groups.items():
         for r, pids in rk.items():
-            if len(pids) > 1: notes.append(f"rank {r}{f' ({g})' if g else ''} has {len(pids)} processes (pids {pids}): "
+            if len(pids) > 1: notes.append(f"rank {r}{_where(g)} has {len(pids)} processes (pids {pids}): "
                                            f"several runs in one folder? only pid {pids[0]} is compared")
     return groups, notes
 
 def _replicas(records:list, groups:dict)->dict:
-    "{(group, rank): {(point, pass, n): record}}: the n-th record of each point and pass of each rank's first process."
+    "{(group, pp, rank): {(point, pass, n): record}}: the n-th record of each point and pass of each rank's first process."
     index, counts = {}, {}
     for rec in records:
         o = rec.origin
-        if o.pid != groups.get(o.group, {}).get(o.rank, [None])[0]: continue
-        k = (o.group, o.rank, rec.point, o.pass_id)
+        g = _replica_key(o.group, _stage(o))
+        if o.pid != groups.get(g, {}).get(o.rank, [None])[0]: continue
+        k = (*g, o.rank, rec.point, o.pass_id)
         counts[k] = n = counts.get(k, -1) + 1
-        index.setdefault(k[:2], {})[k[2:] + (n,)] = rec
+        index.setdefault(k[:3], {})[k[3:] + (n,)] = rec
     return index
 
 # %% ../../nbs/02d_sglang_readers.ipynb #97d3bc4e
-def _disagreement(k:tuple, rank:int, ref_rank:int, phase:str, differs:dict)->dict:
-    return dict(point=k[0], rank=rank, reference_rank=ref_rank, phase=phase, differs=differs, **{'pass': k[1]})
+def _how_far(a:Record|None, b:Record|None, differs:dict)->dict:
+    "rel (statistics), tensor_rel (elements) and same_tokens of two replica records."
+    rels = [abs(x - y) / max(abs(x), abs(y), 1e-12) for k, (x, y) in differs.items()
+            if k != 'present' and is_number(x) and is_number(y) and x == x and y == y]
+    ta, tb = getattr(a, 'tensor', None), getattr(b, 'tensor', None)
+    trel = (float((ta.float() - tb.float()).abs().max()) / max(float(ta.float().abs().max()), 1e-12)
+            if ta is not None and tb is not None and ta.shape == tb.shape and ta.numel() else None)
+    same = a.token_ids == b.token_ids if a is not None and b is not None and a.token_ids is not None and b.token_ids is not None else None
+    return dict(rel=max(rels) if rels else None, tensor_rel=trel, same_tokens=same)
+
+def _disagreement(k:tuple, rank:int, ref_rank:int, phase:str, differs:dict, a=None, b=None, pp=None)->dict:
+    return dict(point=k[0], rank=rank, reference_rank=ref_rank, phase=phase, differs=differs, pp=pp, **{'pass': k[1]}, **_how_far(a, b, differs))
 
 def _agreement(records:list, processes:list, rtol:float, ranks=None)->tuple:
     "(disagreements, missing ranks, notes) of the replicas in `records`."
@@ -71,14 +91,14 @@ def _agreement(records:list, processes:list, rtol:float, ranks=None)->tuple:
     index, dis, not_bitwise = _replicas(records, groups), [], 0
     for g, rk in groups.items():
         ref_rank, *others = sorted(rk)
-        ref = index.get((g, ref_rank), {})
+        ref = index.get((*g, ref_rank), {})
         for r in others:
-            mine = index.get((g, r), {})
+            mine = index.get((*g, r), {})
             for k in sorted(set(ref) | set(mine), key=lambda k: (k[1] if isinstance(k[1], int) else -1, k[0], k[2])):
                 a, b = ref.get(k), mine.get(k)
                 if a is None or b is None:
-                    dis.append(_disagreement(k, r, ref_rank, (a or b).phase, {'present': (a is not None, b is not None)}))
-                elif d := _stat_diffs(a.stats, b.stats, rtol): dis.append(_disagreement(k, r, ref_rank, a.phase, d))
+                    dis.append(_disagreement(k, r, ref_rank, (a or b).phase, {'present': (a is not None, b is not None)}, a, b, g[1]))
+                elif d := _stat_diffs(a.stats, b.stats, rtol): dis.append(_disagreement(k, r, ref_rank, a.phase, d, a, b, g[1]))
                 elif a.stats.get('fingerprint') != b.stats.get('fingerprint'): not_bitwise += 1
     if not_bitwise: notes.append(f"{not_bitwise} replica records agree within rtol {rtol:g} but are not bitwise equal")
     seen = sorted({p['rank'] for p in processes})
@@ -115,10 +135,12 @@ class ServerCapture:
 
     @property
     def merged(self)->list:
-        "One copy of each record: the lowest rank's of every group (the replicas, when they agree)."
+        "One copy of each record: the lowest rank's of every group and pipeline stage (the replicas, when they agree)."
         low = {}
-        for p in self.processes: low[p['group']] = min(low.get(p['group'], p['rank']), p['rank'])
-        return [r for r in self.records if r.origin.rank == low.get(r.origin.group)]
+        for p in self.processes:
+            g = _replica_key(p['group'], p.get('pp'))
+            low[g] = min(low.get(g, p['rank']), p['rank'])
+        return [r for r in self.records if r.origin.rank == low.get(_replica_key(r.origin.group, _stage(r.origin)))]
 
     def report(self)->str:
         "A few lines: what was read, whether the ranks agree, and where they do not."
@@ -210,6 +232,7 @@ def _dump_points(role, key, val, n_layers, modules)->list:
     if role == 'target':
         if m := SGLANG_INPUT_NORM.match(key):
             if len(ts) >= 2: out.append((f'target.resid[{int(m[1])}]', ts[1]))
+            if modules: out.append((f'module:{role}:{key}', ts[0]))   # the normed stream: a neighbour a capture may hold by mistake
         elif key == 'model.embed_tokens': out.append(('target.resid[0]', ts[0]))
         elif key == 'model.norm':
             out.append(('target.norm', ts[0]))
@@ -253,7 +276,7 @@ def _read_dump_process(d:Path, group:str, n_layers, num_draft_tokens, modules, k
 def read_debug_tensor_dump(folder, # SGLang's --debug-tensor-dump-output-folder
                            n_layers:int|None=None, # target layers N: names model.norm's residual resid[N]
                            num_draft_tokens:int|None=None, # lets the phase inference recognise verify passes
-                           modules:bool=False, # also record every other dumped module as module:<role>:<name>
+                           modules:bool=False, # also record every other dumped module (and each input norm's normed output) as module:<role>:<name>
                            keep_tensors:bool=False, # attach the (CPU) tensors to the records
                            rtol:float=1e-3, # relative tolerance when comparing ranks
                           )->ServerCapture: # records of every rank, their agreement, notes
