@@ -4,13 +4,14 @@
 
 # %% ../nbs/02_records.ipynb #7e079c8d
 from __future__ import annotations
-import json, math, uuid, zlib
+import json, math, os, socket, uuid, zlib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['dtype_name', 'fingerprint', 'tensor_stats', 'Origin', 'Record', 'ShardWriter', 'load_tensor', 'load_records']
+__all__ = ['RAW_PASS', 'RAW_PROCESS', 'dtype_name', 'fingerprint', 'tensor_stats', 'Origin', 'Record', 'ShardWriter',
+           'load_tensor', 'load_records', 'raw_process_folder', 'write_raw_pass']
 
 # %% ../nbs/02_records.ipynb #81311bb6
 _MASK64 = (1 << 64) - 1
@@ -259,3 +260,31 @@ def load_records(folder, # a folder written by disk-mode captures
                 r.location = f"{folder.resolve()/Path(file).name}:{key}"
             out.append(r)
     return out
+
+# %% ../nbs/02_records.ipynb #a4e8ca08
+RAW_PASS, RAW_PROCESS = 'raw-pass-{:06d}', 'process.json'   # a pass's file stem; a process folder's description
+
+def _replace_json(path, obj):
+    tmp = Path(f"{path}.tmp"); tmp.write_text(json.dumps(obj)); os.replace(tmp, path)
+
+def raw_process_folder(root, # the run's folder, shared by every process of the engine
+                       rank:int, # this process's rank
+                       info:dict, # JSON-able facts: engine, release, tp_rank, tp_size, ...
+                      )->Path: # `root/rank{R}_pid{P}`, with its process.json
+    "This process's folder of raw passes under `root`, with `process.json` written."
+    d = Path(root)/f"rank{rank}_pid{os.getpid()}"
+    d.mkdir(parents=True, exist_ok=True)
+    _replace_json(d/RAW_PROCESS, dict(info, rank=rank, pid=os.getpid(), host=socket.gethostname()))
+    return d
+
+def write_raw_pass(folder, # a process folder from `raw_process_folder`
+                   n:int, # the pass number, counted per process (the same on every rank)
+                   tensors:dict, # name -> tensor (see the table above); moved to the CPU here
+                   meta:dict, # JSON-able facts of the pass
+                  )->Path: # the tensor file
+    "One forward pass written raw: its tensors, then its JSON (renamed into place last: a pass with a JSON is whole)."
+    from safetensors.torch import save_file
+    stem = Path(folder)/RAW_PASS.format(n)
+    save_file({k: v.detach().to('cpu').contiguous() for k, v in tensors.items()}, f"{stem}.safetensors")
+    _replace_json(f"{stem}.json", dict(meta, pass_id=n))
+    return Path(f"{stem}.safetensors")

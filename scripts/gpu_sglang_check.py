@@ -5,12 +5,15 @@ Needs a CUDA GPU and SGLang. The `sglang` extra is installed with this repositor
 SGLang starts must be able to import `eagle3_workbench`): `--install` runs `pip install -e .[sglang]` for it first, in
 the interpreter that runs this script (it needs a package index), or do it yourself beforehand. Then:
 
-    python scripts/gpu_sglang_check.py [--install] [--out DIR] [--port 30123] [--only zoo,wide] [--skip live,server,dumper] [--timeout 900]
+    python scripts/gpu_sglang_check.py [--install] [--out DIR] [--port 30123] [--only zoo,llama,wide] [--skip live,server,dumper,record]
+        [--timeout 900] [--record-dtype float32]
 
-Two pairs are checked, each through both doors:
+Three pairs are checked, each through both doors (and the zoo's through a recording):
 
 - `zoo`: the zoo pair `zoo:tiny-dsv3` + `zoo:tiny-dsv3-eagle3` (a DeepSeek-V3-architecture target with MLA and MoE,
   and its EAGLE-3 draft), found with `eagle3_workbench.loading.resolve_path`.
+- `llama`: the zoo pair `zoo:tiny-llama` + `zoo:tiny-llama-eagle3` (the pair the CPU recordings of
+  `tests/fixtures/recordings/` are of).
 - `wide`: a randomly initialised EAGLE-3 draft at hidden size 7168 (DeepSeek-V3's width: 56 heads of 128, 8 KV heads).
   SGLang hands the target's embedding to an EAGLE-3 draft, so the draft needs a target of the same width: a
   randomly initialised 4-layer Llama at hidden 7168 is written next to it (on the GPU, in bf16, about 1 GB). The
@@ -33,6 +36,18 @@ For each pair:
    filtered to the batch's ids and positions and the draft fc's input): `read_dumper` reads its files, and its
    `draft.fc.in` must equal, bit for bit, the first `draft.fc.in` the `--forward-hooks` factory recorded (two doors,
    one tensor).
+
+3. `record` (zoo pairs only): the target recorded inside SGLang with the record mode of the `--forward-hooks` factory,
+   exactly as `scripts/sglang_record.py` does on CPU (`record_with_sglang`: `--disable-radix-cache`, generate greedily,
+   then prompt + completion as one prefill; the raw passes of every rank assembled by
+   `eagle3_workbench.engine_recording.assemble`), on 8 zoo prompts cut to 16 tokens with 31 continuation tokens and
+   the draft's vocabulary's logits, in `--record-dtype` (default float32). Then the in-process recorder records the
+   same prompts, and both are compared: tokens and greedy tokens, resid[k] and logits (printed), and the doctor from
+   each with the zoo draft: the same verdict and recommended layers are required, accept lengths are printed side by
+   side (within 0.01 in float32). SGLang reads a few DeepSeek-V3 config keys the zoo's `tiny-dsv3` does not write
+   (transformers does not need them): the record step serves a copy of its folder whose config.json adds the
+   DeepSeek-V3 hub values (`moe_layer_freq` 1, `topk_method` noaux_tc, `scoring_func` sigmoid, `ep_size` 1), which
+   describe what transformers computes; the weights are links to the zoo's.
 
 Everything is written under `--out` (default: a new temporary folder), which is printed at the end; the server logs are
 there. Exits with status 2 and a message when no GPU is visible or SGLang is missing; a step that fails prints its
@@ -72,9 +87,26 @@ def require_gpu_and_sglang():
 # the pairs
 # ------------------------------------------------------------------------------------------------------------------
 
-def zoo_pair():
+ZOO_PAIRS = {'zoo': ('zoo:tiny-dsv3', 'zoo:tiny-dsv3-eagle3'), 'llama': ('zoo:tiny-llama', 'zoo:tiny-llama-eagle3')}
+
+def zoo_pair(name='zoo'):
     from eagle3_workbench.loading import resolve_path
-    return resolve_path('zoo:tiny-dsv3'), resolve_path('zoo:tiny-dsv3-eagle3')
+    return tuple(resolve_path(p) for p in ZOO_PAIRS[name])
+
+DEEPSEEK_HUB_KEYS = {'moe_layer_freq': 1, 'topk_method': 'noaux_tc', 'scoring_func': 'sigmoid', 'ep_size': 1}
+
+def sglang_target(target, out:Path)->Path:
+    "The target as SGLang is given it: a DeepSeek-V3 folder gets a copy whose config adds the hub keys SGLang reads (weights linked)."
+    import json
+    cfg = json.loads((Path(target)/'config.json').read_text())
+    missing = {k: v for k, v in DEEPSEEK_HUB_KEYS.items() if k not in cfg}
+    if cfg.get('model_type') not in ('deepseek_v3', 'deepseek_v2') or not missing: return Path(target)
+    dst = out/f"{Path(target).name}-for-sglang"
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in Path(target).iterdir():
+        if f.is_file() and f.name != 'config.json' and not (dst/f.name).exists(): (dst/f.name).symlink_to(f.resolve())
+    (dst/'config.json').write_text(json.dumps({**cfg, **missing}, indent=1))
+    return dst
 
 def wide_pair(out:Path, n_layers=4, resid=(1, 2, 3), hidden=7168):
     "A random 4-layer Llama target and a random EAGLE-3 draft, both at hidden 7168, written under `out`."
@@ -219,6 +251,30 @@ def step_server(name, target, draft, out, port, timeout, dumper=True):
             f"{'bitwise equal' if same else 'DIFFERENT'}")
         if not same: raise RuntimeError("the dumper's and the hook's first draft.fc.in differ")
 
+# ------------------------------------------------------------------------------------------------------------------
+# 3. a recording made inside SGLang, and the doctor from it
+# ------------------------------------------------------------------------------------------------------------------
+
+def step_record(name, out, port, timeout, dtype='float32', device=None):   # device: None (SGLang's choice, the GPU); 'cpu' runs it here
+    import torch
+    from sglang_record import record_with_sglang
+    import recording_check
+    tname, dname = ZOO_PAIRS[name]
+    banner(f"[{name}] a recording of {tname} made inside SGLang (record mode), and the doctor from it")
+    prompts, vocab = recording_check.prompt_ids(tname, None, 8, 16), recording_check.draft_vocab_ids(dname)
+    source = dict(target=tname, prompts='zoo held-out', n_prompts=8, prompt_tokens=16)
+    served = sglang_target(zoo_pair(name)[0], out)
+    rec, info = record_with_sglang(served, out/f'{name}-recording', prompts, max_new_tokens=31, vocab_ids=vocab, raw=out/f'{name}-raw',
+                                   dtype=dtype, port=port, timeout=timeout, source=source, device=device)
+    say(f"{rec}\n{info['passes']} raw passes in {info['seconds']} s (server log {info['server_log']})")
+    ref = recording_check.in_process(tname, prompts, 31, 'vocab', vocab, getattr(torch, dtype), source)
+    got = recording_check.report(rec, ref, dname)
+    recording_check.save(out/f'{name}-record-compare.json', dict(info=info, **got))
+    a, b = got['doctor']['engine'], got['doctor']['in_process']
+    if got['agreement']['same_tokens'] != len(prompts): raise RuntimeError("SGLang's greedy continuations differ from the in-process recorder's")
+    if (a['verdict'], a['recommended']) != (b['verdict'], b['recommended']):
+        raise RuntimeError(f"the doctor from SGLang's recording says {a['verdict']} {a['recommended']}, from the in-process one {b['verdict']} {b['recommended']}")
+
 def torch_equal(a, b):
     import torch
     return a.shape == b.shape and torch.equal(a.cpu(), b.cpu())
@@ -230,8 +286,9 @@ def main(argv=None):
     ap.add_argument('--install', action='store_true', help="first pip install -e .[sglang] (this repository, with the sglang extra)")
     ap.add_argument('--out', type=Path, default=None, help="output folder (default: a new temporary folder)")
     ap.add_argument('--port', type=int, default=30123)
-    ap.add_argument('--only', default='zoo,wide', help="pairs to check: zoo, wide (comma-separated)")
-    ap.add_argument('--skip', default='', help="steps to skip: live, server, dumper (comma-separated)")
+    ap.add_argument('--only', default='zoo,llama,wide', help="pairs to check: zoo, llama, wide (comma-separated)")
+    ap.add_argument('--skip', default='', help="steps to skip: live, server, dumper, record (comma-separated)")
+    ap.add_argument('--record-dtype', default='float32', help="the server's --dtype in the record step")
     ap.add_argument('--timeout', type=int, default=900, help="seconds to wait for a server to become ready")
     ap.add_argument('--live-child', nargs=2, metavar=('TARGET', 'FOLDER'), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -245,13 +302,16 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     failed, skip = [], set(filter(None, args.skip.split(',')))
     for name in filter(None, args.only.split(',')):
-        try: target, draft = zoo_pair() if name == 'zoo' else wide_pair(out) if name == 'wide' else (None, None)
+        try: target, draft = zoo_pair(name) if name in ZOO_PAIRS else wide_pair(out) if name == 'wide' else (None, None)
         except Exception:
             traceback.print_exc(); failed.append(f'{name}: building/finding the pair'); continue
         if target is None: say(f"unknown pair {name!r}"); failed.append(name); continue
-        for step in ('server', 'live'):   # the server first: its GPU memory is back when it exits
-            if step in skip: continue
-            try: step_server(name, target, draft, out, args.port, args.timeout, 'dumper' not in skip) if step == 'server' else step_live(name, target, out)
+        for step in ('server', 'live', 'record'):   # the server first: its GPU memory is back when it exits
+            if step in skip or (step == 'record' and name not in ZOO_PAIRS): continue
+            try:
+                if step == 'server': step_server(name, sglang_target(target, out), draft, out, args.port, args.timeout, 'dumper' not in skip)
+                elif step == 'live': step_live(name, target, out)
+                else: step_record(name, out, args.port, args.timeout, args.record_dtype)
             except Exception:
                 traceback.print_exc(); failed.append(f'{name}: {step}')
     banner(f"outputs under {out}\n" + ('all steps passed' if not failed else f"FAILED: {failed}"))

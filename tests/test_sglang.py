@@ -301,7 +301,7 @@ def test_hooks_and_capture_see_the_same_tensors(tmp_path):
 def test_factory_config_errors():
     with pytest.raises(ValueError, match=r"config\['folder'\]"): factory({})
     with pytest.raises(ValueError, match='unknown config key'): factory({'folder': '/tmp/x', 'max_tokens': 3})
-    with pytest.raises(ValueError, match="'stats' or 'full'"): factory({'folder': '/tmp/x', 'mode': 'disk'})
+    with pytest.raises(ValueError, match="'stats', 'full' or 'record'"): factory({'folder': '/tmp/x', 'mode': 'disk'})
 
 def test_hook_never_raises_into_the_server(tmp_path, monkeypatch):
     hook = factory({'folder': str(tmp_path)})

@@ -12,12 +12,12 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from ..points import (SGLANG_DRAFT_PARTS, SGLANG_TARGET_PARTS, SGLANG_LAYER, SGLANG_INPUT_NORM,
-    SGLANG_MODE_PHASE, SGLANG_DRAFT_PHASE, SGLANG_SPELLINGS, sglang_draft_name, sglang_resid_module, first_tensor)
-from ..records import Record, Origin, tensor_stats
+    SGLANG_MODE_PHASE, SGLANG_DRAFT_PHASE, SGLANG_SPELLINGS, sglang_draft_name, sglang_resid_module, first_tensor, resid_k)
+from ..records import Record, Origin, tensor_stats, raw_process_folder, write_raw_pass
 
 # %% auto #0
-__all__ = ['module_points', 'read_point', 'infer_phase', 'tensor_ints', 'flush_all', 'factory', 'forward_hooks_json',
-           'attach_forward_hooks']
+__all__ = ['RECORD_MODES', 'RECORD_MODULES', 'module_points', 'read_point', 'infer_phase', 'tensor_ints', 'flush_all', 'factory',
+           'forward_hooks_json', 'attach_forward_hooks', 'record_refusal', 'rank_logits', 'record_hooks_json']
 
 # %% ../../nbs/02c_sglang_hook.ipynb #a5910672
 def module_points(role:str, # 'target' or 'draft'
@@ -301,7 +301,9 @@ _CONFIG = {'folder': "the top output folder, shared by all processes (required)"
            'modules': "optional {'target': [names], 'draft': [names]}: record only these modules",
            'num_draft_tokens': "lets the phase inference recognise verify passes from positions alone",
            'n_layers': "the target's number of decoder layers: model.norm then yields resid[N]",
-           'sample_rate': "fraction of passes recorded, 0 < rate <= 1 (default 1): the same passes on every rank"}
+           'sample_rate': "fraction of passes recorded, 0 < rate <= 1 (default 1): the same passes on every rank",
+           'logit_ids': "record mode: keep the logits of these token ids only (default: the whole vocabulary)",
+           'layers': "record mode: the resid indices to keep (default: every one, resid[0..N])"}
 
 def _checked(config)->dict:
     "The hook's config with its defaults, or a ValueError naming what is wrong and the valid keys."
@@ -313,7 +315,11 @@ def _checked(config)->dict:
         raise ValueError("eagle3_workbench.sglang.hook:factory needs config['folder']: the directory every SGLang process "
                          "writes its records to, e.g. {\"folder\": \"/tmp/eagle3-probe\"} (see forward_hooks_json)")
     cfg.setdefault('mode', 'stats'); cfg.setdefault('name', 'eagle3-workbench'); cfg.setdefault('max_tokens_per_record', 4096)
-    if cfg['mode'] not in ('stats', 'full'): raise ValueError(f"mode={cfg['mode']!r}: expected 'stats' or 'full'")
+    if cfg['mode'] not in ('stats', 'full', 'record'): raise ValueError(f"mode={cfg['mode']!r}: expected 'stats', 'full' or 'record'")
+    for k in ('logit_ids', 'layers'):
+        v = cfg.get(k)
+        if v is not None and (cfg['mode'] != 'record' or not isinstance(v, list) or not all(isinstance(i, int) and i >= 0 for i in v)):
+            raise ValueError(f"eagle3_workbench.sglang.hook:factory: {k}={v!r}: a list of non-negative integers, in mode 'record' only")
     r = cfg.setdefault('sample_rate', 1.0)
     if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1:
         raise ValueError(f"eagle3_workbench.sglang.hook:factory: sample_rate={r!r}: expected a number with 0 < rate <= 1 "
@@ -322,8 +328,10 @@ def _checked(config)->dict:
 
 def factory(config:dict, # the spec's "config": folder (required), mode, name, max_tokens_per_record, modules, num_draft_tokens, n_layers, sample_rate
            ): # a callable for `register_forward_hook`
-    "SGLang `--forward-hooks` factory: a hook that records canonical points per rank and pass under `config['folder']`."
-    hook = _Hook(_checked(config))
+    "SGLang `--forward-hooks` factory: a hook that records canonical points (or, in mode 'record', raw passes) per rank and pass under `config['folder']`."
+    cfg = _checked(config)
+    if cfg['mode'] == 'record': return _record_factory(cfg, sys._getframe(1))   # the record mode's section, below
+    hook = _Hook(cfg)
     if (model := _registering_model(sys._getframe(1))) is not None: hook.names.adopt(model)
     return hook
 
@@ -363,10 +371,136 @@ def attach_forward_hooks(model:nn.Module, # an in-process model (SGLang's `model
     named, handles = list(model.named_modules()), []
     for spec in specs:
         hook = _resolve_callable(spec['hook_factory'])(spec.get('config') or {})
-        if isinstance(hook, _Hook) and role is not None: hook.names.adopt(model, role)
+        if hook is None: continue   # as SGLang does: a factory that returns None registers nothing
+        if role is not None and isinstance(getattr(hook, 'names', None), _Names): hook.names.adopt(model, role)   # either mode's hook
         for name, m in named:
             if any(fnmatch(name, p) for p in spec.get('target_modules', [])):
                 if spec.get('hook_type', 'forward') == 'forward_pre':
                     handles.append(m.register_forward_pre_hook(hook, with_kwargs=spec.get('with_kwargs', False)))
                 else: handles.append(m.register_forward_hook(hook))
     return handles
+
+# %% ../../nbs/02c_sglang_hook.ipynb #5d45b5bd
+RECORD_MODES = ('EXTEND', 'MIXED')   # forward modes whose passes the record mode writes
+RECORD_MODULES = ('model.embed_tokens', 'model.layers.*.input_layernorm', 'model.norm', 'logits_processor')
+_LAYOUT = ('tp_size', 'pp_size', 'dp_size', 'ep_size', 'enable_dp_attention', 'moe_a2a_backend')
+_REFUSED = (('pp_size', lambda v: (v or 1) > 1, "pipeline parallel (pp_size={v}): each rank runs some of the layers"),
+            ('dp_size', lambda v: (v or 1) > 1, "data parallel (dp_size={v}): each replica serves other requests"),
+            ('enable_dp_attention', bool, "data-parallel attention: ranks hold other requests' tokens"),
+            ('ep_size', lambda v: (v or 1) > 1, "expert parallel (ep_size={v}): not checked, the residual stream may be scattered over ranks"),
+            ('moe_a2a_backend', lambda v: v not in (None, 'none'), "an all-to-all MoE backend ({v}): the residual stream may be scattered over ranks"))
+
+def record_refusal(layout:dict, # server arguments: tp_size, pp_size, dp_size, ep_size, enable_dp_attention, moe_a2a_backend
+                  )->str|None: # why the record mode refuses this layout, or None
+    "Whether the record mode can record a server's parallel layout (tensor parallel: yes, on every rank)."
+    why = [msg.format(v=layout.get(k)) for k, bad, msg in _REFUSED if bad(layout.get(k))]
+    return None if not why else "refused: " + '; '.join(why) + " (tensor parallel alone is recorded)"
+
+def _server_layout(frame)->dict|None:
+    "The layout of the server registering the hooks, from the `ModelRunner` on the call stack (None when none is)."
+    while frame is not None:
+        for v in (frame.f_locals.get('model_runner'), frame.f_locals.get('self')):
+            sa = getattr(v, 'server_args', None)
+            if sa is not None and hasattr(sa, 'tp_size'):
+                return dict({k: getattr(sa, k, None) for k in _LAYOUT}, draft=bool(getattr(v, 'is_draft_worker', False)))
+        frame = frame.f_back
+    return None
+
+# %% ../../nbs/02c_sglang_hook.ipynb #f7ca6300
+def rank_logits(hidden:torch.Tensor, # [T, H] final-normed hidden states
+                head:nn.Module, # the lm_head: its `weight`, and SGLang's `shard_indices` when it is vocabulary-parallel
+                ids:torch.Tensor|None=None, # token ids to keep (default: the whole slice)
+                block:int=1024, # tokens per block
+               )->tuple: # ({'logits', 'top_value', 'top_index'} on the CPU, {'start', 'end', 'ids'})
+    "This rank's logits over its vocabulary slice (or `ids` in it), with the slice's top logit and token per row."
+    si = getattr(head, 'shard_indices', None)
+    start, end = (si.org_vocab_start_index, si.org_vocab_end_index) if si is not None else (0, head.weight.shape[0])
+    w = head.weight[:end - start]
+    cols = None if ids is None else ids[(ids >= start) & (ids < end)] - start
+    keep, top_v, top_i = [], [], []
+    for h in hidden.split(block):
+        lg = (h.to(w.dtype) @ w.t()).float()
+        i = lg.argmax(-1)
+        top_v.append(lg.gather(-1, i[:, None])[:, 0].cpu()); top_i.append((i + start).cpu())
+        keep.append((lg if cols is None else lg[:, cols.to(lg.device)]).cpu())
+    out = dict(logits=torch.cat(keep), top_value=torch.cat(top_v), top_index=torch.cat(top_i))
+    return out, dict(start=int(start), end=int(end), ids=None if cols is None else (cols + start).tolist())
+
+# %% ../../nbs/02c_sglang_hook.ipynb #d6aa6f3c
+class _Recorder:
+    "The record mode's hook: each prefill pass of the target, raw, into this process's folder."
+    def __init__(self, cfg:dict, model:nn.Module|None, layout:dict|None):
+        self.cfg, self.names, self.layout = cfg, _Names(), layout or {}
+        if model is not None: self.names.adopt(model, 'target')
+        self.n = cfg.get('n_layers') or getattr(getattr(model, 'config', None), 'num_hidden_layers', None)
+        if self.n is None and model is not None: self.n = sum(1 for k, _ in model.named_modules() if SGLANG_LAYER.match(k)) or None
+        self.keep = None if cfg.get('layers') is None else set(cfg['layers'])
+        self.ids = None if cfg.get('logit_ids') is None else torch.tensor(cfg['logit_ids'])
+        self.cur, self.passes, self.dir, self.errors = None, 0, None, 0
+
+    def __call__(self, module, args, output):
+        try:
+            if not _capturing():
+                with torch.no_grad(): self._fire(module, args, output)
+        except Exception:
+            self.errors += 1
+            if self.errors <= 20:
+                with open(self._folder()/'errors.log', 'a') as f: f.write(traceback.format_exc() + '\n')
+        return None
+
+    def _folder(self)->Path:
+        if self.dir is None:
+            release = getattr(sys.modules.get('sglang'), '__version__', None)
+            self.dir = raw_process_folder(self.cfg['folder'], _rank(), dict(engine='sglang', release=release, n_layers=self.n,
+                                          tp_size=self.layout.get('tp_size') or 1, layout=self.layout))
+        return self.dir
+
+    def _fire(self, module, args, output):
+        e = self.names.lookup(module)
+        if e is None or e.role != 'target': return
+        if e.name == 'model.embed_tokens': self.cur = {}   # a pass begins
+        if self.cur is None: return
+        if e.name == 'logits_processor': return self._close(args)
+        for point, how in module_points('target', e.name, self.n):
+            k = resid_k(point)
+            if k is None or k in self.cur or (self.keep is not None and k not in self.keep): continue
+            t, reading = read_point(how, args, output)
+            if t is not None: self.cur[k] = (t.detach().to('cpu', copy=True), reading)   # now: the next norm adds in place
+
+    def _close(self, args):
+        cur, self.cur = self.cur, None
+        n, self.passes = self.passes, self.passes + 1
+        fb = next((a for a in args if hasattr(a, 'forward_mode') and hasattr(a, 'positions')), None)
+        mode = getattr(getattr(fb, 'forward_mode', None), 'name', None)
+        if mode not in RECORD_MODES or not cur: return
+        ids, hidden, head = args[0], args[1], args[2]
+        lens = getattr(fb, 'extend_seq_lens_cpu', None)
+        if lens is None: lens = fb.extend_seq_lens.tolist() if getattr(fb, 'extend_seq_lens', None) is not None else [len(ids)]
+        tensors = {f'resid.{k}': t for k, (t, _) in cur.items()} | dict(token_ids=ids.long(), positions=fb.positions.long())
+        logits = None
+        if hasattr(head, 'weight'): got, logits = rank_logits(hidden, head, self.ids); tensors.update(got)
+        write_raw_pass(self._folder(), n, tensors, dict(mode=mode, rids=[str(r) for r in (getattr(fb, 'rids', None) or [])],
+                       seq_lens=[int(x) for x in lens], layers=sorted(cur), how={k: r for k, (_, r) in cur.items()}, logits=logits))
+
+def _record_factory(cfg:dict, frame):
+    "The record mode's `factory`: None on a draft's model runner, a refusal for the layouts it cannot record."
+    layout = _server_layout(frame)
+    if layout is not None and layout.pop('draft'): return None
+    if layout is not None and (why := record_refusal(layout)):
+        raise ValueError(f"eagle3_workbench.sglang.hook record mode: {why}")
+    model = _registering_model(frame)
+    if model is not None and _role_of(model) == 'draft': return None
+    return _Recorder(cfg, model, layout)
+
+# %% ../../nbs/02c_sglang_hook.ipynb #c7e80528
+def record_hooks_json(folder, # output folder of the raw passes (on the server's file system)
+                      logit_ids=None, # keep only these token ids' logits (e.g. a draft's vocabulary); default all
+                      layers=None, # resid indices to keep; default every one
+                      name:str='eagle3-record', # the spec's name
+                     )->str: # the JSON string for `--forward-hooks`
+    "The `--forward-hooks` JSON of the record mode: every prefill of the target, raw, per process, under `folder`."
+    cfg = dict(folder=str(folder), mode='record')
+    if logit_ids is not None: cfg['logit_ids'] = [int(i) for i in logit_ids]
+    if layers is not None: cfg['layers'] = [int(k) for k in layers]
+    _checked(cfg)
+    return json.dumps([dict(name=name, target_modules=list(RECORD_MODULES), hook_factory='eagle3_workbench.sglang.hook:factory', config=cfg)])

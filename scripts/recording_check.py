@@ -1,0 +1,76 @@
+"""What the engine recording scripts share: the prompts as token ids, a draft's vocabulary, and how a recording made by an
+engine compares with the in-process recorder's on the same prompts (tokens, greedy tokens, resid[k], logits, and the
+doctor's answers). Imported by scripts/sglang_record.py, scripts/vllm_record.py and scripts/gpu_sglang_check.py."""
+from __future__ import annotations
+import json
+from pathlib import Path
+
+def prompt_ids(target, # the target's directory or zoo:NAME (its tokenizer is used)
+               prompts=None, # a prompt file (read_prompts), or None for the zoo's held-out prompts
+               n:int=8, # the first n prompts
+               prompt_tokens:int|None=None, # cut each prompt to its first tokens (keeps fixtures small)
+              )->list:
+    "Token ids of the prompts, as the in-process recorder tokenises text (no special tokens)."
+    from eagle3_workbench.loading import load_tokenizer, resolve_path
+    from eagle3_workbench.prompts import read_prompts
+    tok = load_tokenizer(resolve_path(target))
+    ids = [tok(p, add_special_tokens=False)['input_ids'] for p in read_prompts(prompts, n)]
+    return [p[:prompt_tokens] if prompt_tokens else p for p in ids]
+
+def draft_vocab_ids(draft)->list:
+    "The target ids a draft can propose (its d2t-mapped vocabulary): what logits='vocab' keeps."
+    import torch
+    from eagle3_workbench.loading import load_draft
+    d, _ = load_draft(draft)
+    return d.to_target_ids(torch.arange(d.config.draft_vocab_size)).tolist()
+
+def in_process(target, prompts, max_new_tokens, logits='full', vocab_ids=None, dtype=None, source=None, borrow=('embed_tokens', 'lm_head')):
+    "The in-process recorder's recording of the same prompts (in memory)."
+    from eagle3_workbench.loading import load_target
+    from eagle3_workbench.recording import record
+    model, tok = load_target(target)
+    return record(model, prompts, tokenizer=tok, max_new_tokens=max_new_tokens, logits=logits, vocab_ids=vocab_ids, dtype=dtype,
+                  source=source, borrow=tuple(borrow))
+
+def agreement(rec, ref)->dict:
+    "How recording `rec` compares with `ref` (the same sequences): tokens, greedy tokens, resid[k] and logits."
+    import torch
+    out = dict(sequences=len(rec.sequences), same_tokens=0, greedy_same=0, positions=0, resid_max_rel=0.0, resid_identical_layers=0,
+               resid_layers=0, logits_max_abs=0.0, logits_max_rel=0.0, request_same=rec.manifest['request'] == ref.manifest['request'])
+    rel = lambda a, b: float(((a.double() - b.double()).norm(dim=-1) / b.double().norm(dim=-1).clamp_min(1e-30)).max())
+    for i in range(len(rec.sequences)):
+        if not torch.equal(rec.tokens(i), ref.tokens(i)): continue
+        out['same_tokens'] += 1
+        out['greedy_same'] += int((rec.greedy(i) == ref.greedy(i)).sum()); out['positions'] += len(rec.tokens(i))
+        for k in rec.layers:
+            a, b = rec.resid(k, i), ref.resid(k, i)
+            out['resid_layers'] += 1; out['resid_identical_layers'] += int(torch.equal(a, b))
+            out['resid_max_rel'] = max(out['resid_max_rel'], rel(a, b))
+        a, b = rec.logits(i), ref.logits(i)
+        out['logits_max_abs'] = max(out['logits_max_abs'], float((a - b).abs().max()))
+        out['logits_max_rel'] = max(out['logits_max_rel'], rel(a, b))
+    return out
+
+def doctor_agreement(rec, ref, draft)->dict:
+    "The doctor on recording `rec` and on `ref` with the same draft: verdict, recommended layers, accept lengths."
+    from eagle3_workbench.recording import recorded_pair
+    from eagle3_workbench.doctor import diagnose
+    a, b = diagnose(recorded_pair(rec, draft)), diagnose(recorded_pair(ref, draft))
+    pick = lambda d: dict(verdict=d.verdict, codes=sorted(d.codes), recommended=d.recommended.get('resid_layers'),
+                          accept_before=d.recommended.get('accept_length_before'), accept_after=d.recommended.get('accept_length_after'))
+    return dict(engine=pick(a), in_process=pick(b))
+
+def report(rec, ref, draft=None)->dict:
+    "Print and return the agreement (and the doctor's, given a draft)."
+    got = dict(agreement=agreement(rec, ref))
+    g = got['agreement']
+    print(f"vs the in-process recorder: same request {g['request_same']}; tokens identical in {g['same_tokens']}/{g['sequences']} sequences; "
+          f"greedy identical at {g['greedy_same']}/{g['positions']} positions; resid[k] identical in {g['resid_identical_layers']}/{g['resid_layers']} "
+          f"(sequence, layer) pairs, max per-token relative difference {g['resid_max_rel']:.2e}; logits max |diff| {g['logits_max_abs']:.2e}, "
+          f"max per-row relative {g['logits_max_rel']:.2e}", flush=True)
+    if draft is not None:
+        got['doctor'] = doctor_agreement(rec, ref, draft)
+        print(f"doctor, {draft}: from the engine recording {got['doctor']['engine']}; from the in-process one {got['doctor']['in_process']}", flush=True)
+    return got
+
+def save(path, obj): Path(path).write_text(json.dumps(obj, indent=1, default=str))
