@@ -159,7 +159,7 @@ class PhaseView:
         try:
             self.fig = fg.pipeline_figure(e.captures, phase=phase, cycle=e.cycle, wiring=w)
             if w is not None:
-                self.fig.update_layout(title=f"{self.fig.layout.title.text}; fed resid{list(w)}" + (' (wiring changed here)' if _changed(self.session, e) else ''))
+                self.fig.update_layout(title=f"{self.fig.layout.title.text}<br><sub>fed resid{list(w)}" + (' (wiring changed here)' if _changed(self.session, e) else '') + '</sub>')
         except (ValueError, AttributeError): self.fig = None   # nothing captured for this phase (or no phase yet)
         # the plotly mime bundle set directly: display machinery would send the figure to the cell's output instead
         self.figure.outputs = ({'output_type': 'display_data', 'metadata': {}, 'data': {'application/vnd.plotly.v1+json': json.loads(self.fig.to_json()),
@@ -196,8 +196,9 @@ class Stepper:
         self.topk = W.BoundedIntText(value=s.speculative_eagle_topk, min=0, max=4096, description='top-k', layout=W.Layout(width='120px'), **_WIDE)
         self.temperature = W.BoundedFloatText(value=s.temperature, min=0, max=10, step=0.1, description='temperature', layout=W.Layout(width='170px'), **_WIDE)
         self.wiring, self.apply = WiringInput(pair, None if wiring is None else self.session.wiring), W.Button(description='Apply settings')
-        self.full = W.Checkbox(value=False, description='full capture (keep tensors: which tensor arrived in each fc chunk)', indent=False)
-        self.status, self.status_text = W.HTML(), ''
+        self.full = W.Checkbox(value=False, description='full capture (keep tensors: which tensor arrived in each fc chunk)', indent=False,
+                               layout=W.Layout(width='auto'), **_WIDE)
+        self.status, self.status_text = W.HTML().add_class('e3-status'), ''
         self.view = PhaseView(self.session, pair.tokenizer)
         for n, b in self.buttons.items(): b.on_click(lambda _, n=n: self.act(n))
         self.apply.on_click(lambda _: self.act('Apply'))
