@@ -379,6 +379,7 @@ _VERDICT_SAID = dict(ok='the draft is fed what the evidence says it was trained 
                      miswired='the draft is fed other tensors than it was trained on, or cannot run as configured',
                      inconclusive='too little evidence for a wiring verdict', error='nothing could run')
 _SEVERITY_COLORS = dict(error='#cf222e', warning='#9a6700', info='#57606a')
+_L = ' style="text-align:left"'   # notebook front ends right-align table cells
 
 def _badge(text:str, color:str)->str:
     return (f'<span class="e3-badge" style="background:{color};color:white;font-weight:600;padding:1px 7px;border-radius:3px;'
@@ -408,12 +409,15 @@ def _edit_html(rec:dict, configured)->str:
     rows = []
     for key, name in RECOMMENDED_IDS:
         _, _, fld, said = Engine.parse(name).edit_field()
-        if key in rec: rows.append(f"<tr><td>{html.escape(said)}</td><td><code>{html.escape(fld)}</code></td><td>{rec[key] if rec[key] is not None else 'cannot express'}</td></tr>")
-    return (f'<div class="e3-edit" style="margin:6px 0">{head}<table style="font-size:12px;margin-top:2px"><tr><th style="text-align:left">'
-            f'the same layers for</th><th style="text-align:left">field</th><th style="text-align:left">ids</th></tr>{"".join(rows)}</table></div>')
+        if key in rec: rows.append(f"<tr><td{_L}>{html.escape(said)}</td><td{_L}><code>{html.escape(fld)}</code></td><td{_L}>{rec[key] if rec[key] is not None else 'cannot express'}</td></tr>")
+    return (f'<div class="e3-edit" style="margin:6px 0">{head}<table style="font-size:12px;margin-top:2px"><tr><th{_L}>'
+            f'the same layers for</th><th{_L}>field</th><th{_L}>ids</th></tr>{"".join(rows)}</table></div>')
 
-def _accept_html(rec:dict, setup)->str:
+def _accept_html(rec:dict, setup, keep:bool)->str:
     if rec.get('accept_length_after') is None: return ''
+    if keep: return (f'<div class="e3-accept" style="margin:6px 0"><b>Accept length</b> {_ci(rec["accept_length_after"], rec.get("accept_length_after_ci"))} '
+                     f'as configured, the wiring to keep<br><small style="color:#57606a">decoded speculatively ({html.escape(setup or "")}): '
+                     'a small run, so it differs from an accept length over another prompt set or length</small></div>')
     c, how = rec.get('accept_length_change'), html.escape(setup or "the doctor's accept-length run")
     ch = f"; paired change {c['gain']:+.2f} (95% CI {c['ci'][0]:+.2f} .. {c['ci'][1]:+.2f}, {c['prompts']} prompts): <b>{html.escape(c['label'])}</b>" if c else ''
     return (f'<div class="e3-accept" style="margin:6px 0"><b>Accept length</b> {_ci(rec.get("accept_length_before"), rec.get("accept_length_before_ci"))} '
@@ -437,14 +441,14 @@ def diagnosis_html(d, # a `Diagnosis`, or its `to_json()` dict
          f'style="background:{_VERDICT_COLORS.get(v, "#57606a")};color:white;font-weight:700;font-size:15px;padding:3px 12px;border-radius:4px">'
          f'{html.escape(v.upper())}</span><span>{html.escape(_VERDICT_SAID.get(v, ""))}</span></div>',
          f'<div style="color:#57606a;font-size:12px;margin:2px 0 4px">{sub}</div>']
-    if rec: L += [_edit_html(rec, conf), _accept_html(rec, setup)]
+    if rec: L += [_edit_html(rec, conf), _accept_html(rec, setup, conf is not None and list(conf) == list(rec['resid_layers']))]
     if s := j.get('search'): L.append(f'<div style="color:#57606a;font-size:12px">wiring search: {s["candidates"]} wirings scored by teacher-forced '
                                       f'step-0 agreement on {s["prompts"]} prompts, {s["tokens"]} tokens ({html.escape(s["how"])})</div>')
     fs = sorted(j.get('findings') or [], key=lambda f: SEVERITIES.index(f['severity']) if f['severity'] in SEVERITIES else len(SEVERITIES))
-    rows = ''.join(f'<tr><td>{_badge(f["severity"], _SEVERITY_COLORS.get(f["severity"], "#57606a"))}</td><td><code>{html.escape(f["code"])}</code></td>'
-                   f'<td style="text-align:left">{html.escape(f["message"])}</td></tr>' for f in fs)
-    L.append(f'<table class="e3-findings" style="font-size:12px;margin-top:6px"><tr><th>severity</th><th>finding</th>'
-             f'<th style="text-align:left">what it says</th></tr>{rows}</table>' if fs else '<div>no findings</div>')
+    rows = ''.join(f'<tr><td{_L}>{_badge(f["severity"], _SEVERITY_COLORS.get(f["severity"], "#57606a"))}</td><td{_L}><code>{html.escape(f["code"])}</code></td>'
+                   f'<td{_L}>{html.escape(f["message"])}</td></tr>' for f in fs)
+    L.append(f'<table class="e3-findings" style="font-size:12px;margin-top:6px"><tr><th{_L}>severity</th><th{_L}>finding</th>'
+             f'<th{_L}>what it says</th></tr>{rows}</table>' if fs else '<div>no findings</div>')
     return ''.join(L) + '</div>'
 
 @patch
