@@ -1,6 +1,6 @@
 """Shared pieces of the benchmarks: where the zoo is, interleaved timing, summaries and result rows."""
 from __future__ import annotations
-import gc, json, math, os, statistics, sys, tempfile, time
+import contextlib, gc, json, math, os, statistics, subprocess, sys, tempfile, time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -145,6 +145,15 @@ def tiny()->bool:
 def threads()->int:
     import torch
     return torch.get_num_threads()
+
+@contextlib.contextmanager
+def busy(n:int=2, seconds:float=1800):
+    "`n` other processes spinning on the cores while the block runs (bounded: each ends by itself after `seconds`)."
+    code = f"import time\nt = time.time()\nwhile time.time() - t < {seconds}: pass"
+    spin = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(n)]
+    try: time.sleep(0.5); yield spin
+    finally:
+        for p in spin: p.kill(); p.wait()
 
 def subprocess_env()->dict:
     "Environment for child processes: same thread count, the repository importable."

@@ -10,11 +10,12 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from .loading import target_parts
-from .points import POINTS, TARGET_POINTS, DRAFT_POINTS, RESID_SPEC, resid_indices, family, matcher, first_tensor
-from .records import Record, tensor_stats, ShardWriter, dtype_name
+from .points import (POINTS, TARGET_POINTS, DRAFT_POINTS, RESID_SPEC, resid_indices, resid_k, mlp_layer, family, matcher,
+                                     first_tensor)
+from .records import Record, tensor_stats, ShardWriter, dtype_name, load_tensor
 
 # %% auto #0
-__all__ = ['expand_points', 'live_hooks', 'Capture']
+__all__ = ['expand_points', 'live_hooks', 'Capture', 'layer_mlp_points', 'ChunkSource', 'fc_input_sources']
 
 # %% ../nbs/02b_capture.ipynb #dca6c167
 class _Site(NamedTuple):
@@ -219,3 +220,80 @@ class Capture:
             rows.append(f"{r.phase:<26} {r.cycle:>3}  {r.point:<24} {str(list(r.shape)):<14} {s['norm_mean']:>9.4g} "
                         f"{s['norm_max']:>9.4g} {s['nan']:>4} {s['inf']:>4}  {s['fingerprint']}")
         return '\n'.join(rows)
+
+# %% ../nbs/02b_capture.ipynb #05975306
+def layer_mlp_points(target)->list: # `module:target:` point names, one per decoder layer
+    "Points for every decoder layer's MLP output, the layer's output without its residual (`points.mlp_layer` reads k back)."
+    names = {id(m): n for n, m in target.named_modules()}
+    return [f"module:target:{names[id(l)]}.mlp" for l in target_parts(target)['layers'] if isinstance(getattr(l, 'mlp', None), nn.Module)]
+
+# %% ../nbs/02b_capture.ipynb #da68e076
+class ChunkSource(NamedTuple):
+    "What one chunk of the draft's fc input is: the captured tensor it equals or is closest to, and what it should be."
+    chunk: int            # chunk index, in the order the draft reads them
+    point: str|None       # the closest candidate, e.g. 'target.resid[0]' (None: no candidate could be lined up)
+    said: str             # that candidate in words, e.g. 'resid[0] (the embedding)'
+    matched: bool         # equal, or at least `min_cosine` similar
+    exact: bool           # equal bit for bit
+    cosine: float|None    # cosine similarity with that candidate
+    wired: int|None       # the resid index this chunk should be, or None when not said
+    def __str__(self):
+        if self.point is None: s = f"chunk {self.chunk}: no captured target tensor of the same tokens to compare with"
+        elif self.exact: s = f"chunk {self.chunk} = {self.said}"
+        elif self.matched: s = f"chunk {self.chunk} ≈ {self.said} (cosine {self.cosine:.3f})"
+        else: s = f"chunk {self.chunk} matches no captured tensor (closest: {self.said}, cosine {self.cosine:.3f})"
+        if self.wired is None: return s
+        return s + (', as wired' if self.matched and resid_k(self.point) == self.wired else f", wired resid[{self.wired}]")
+
+def _said(point:str, n_layers)->str:
+    "A candidate point in words."
+    if (k := resid_k(point)) is not None:
+        return f"resid[{k}]" + (' (the embedding)' if k == 0 else " (the last layer's output, before the final norm)" if k == n_layers else '')
+    if point == 'target.norm': return "the final norm's output"
+    if (k := mlp_layer(point)) is not None: return f"layer {k}'s output without its residual"
+    return point
+
+# %% ../nbs/02b_capture.ipynb #7804ade3
+def _flat_positions(p): return None if p is None else [v for row in p for v in row] if p and isinstance(p[0], list) else list(p)
+
+def _lined_up(x, positions, want, chunk):
+    "The rows of `x` [T', H] at the positions `want` of the chunk's rows (the nearest row where a tree repeats one), or None."
+    if x.shape[0] == chunk.shape[0] and (positions is None or want is None or positions == want): return x
+    if positions is None or want is None or len(positions) != x.shape[0]: return None
+    rows = []
+    for i, p in enumerate(want):
+        js = [j for j, q in enumerate(positions) if q == p]
+        if not js: return None
+        rows.append(js[0] if len(js) == 1 else min(js, key=lambda j: float((x[j] - chunk[i]).norm())))
+    return x[rows]
+
+def _tensor_of(r:Record):
+    if r.tensor is not None: return r.tensor
+    return load_tensor(r) if getattr(r, 'location', None) else None
+
+# %% ../nbs/02b_capture.ipynb #769c22f2
+def fc_input_sources(fc_in:Record, # the `draft.fc.in` record, with its tensor (capture mode 'full' or 'disk')
+                     candidates:list, # target records of the same tokens, with tensors: resid[k], target.norm, layer MLP outputs
+                     n_chunks:int, # the aux chunks the draft reads (`DraftConfig.num_aux`)
+                     wired=None, # the resid index each chunk should be, in chunk order (e.g. the configured wiring)
+                     n_layers:int|None=None, # the target's N, to name resid[N]
+                     min_cosine:float=0.9, # a chunk that equals nothing matches its closest candidate only at this cosine or more
+                    )->list: # one `ChunkSource` per chunk
+    "Which captured target tensor each chunk of the draft's fc input is: a resid[k], a layer's output without its residual, the final norm's output."
+    t = _tensor_of(fc_in)
+    if t is None: raise ValueError("draft.fc.in was captured without its tensor: capture with mode='full' to match its chunks")
+    if t.shape[-1] % n_chunks: raise ValueError(f"draft.fc.in is {t.shape[-1]} wide, not a multiple of n_chunks={n_chunks}")
+    chunks, want = t.reshape(-1, t.shape[-1]).double().chunk(n_chunks, -1), _flat_positions(fc_in.positions)
+    cands = [(r.point, x.reshape(-1, x.shape[-1]).double(), _flat_positions(r.positions)) for r in candidates
+             if (x := _tensor_of(r)) is not None and x.shape[-1] == t.shape[-1] // n_chunks]
+    out = []
+    for i, c in enumerate(chunks):
+        scored = []
+        for p, x, pos in cands:
+            if (y := _lined_up(x, pos, want, c)) is None: continue
+            scored.append((bool(torch.equal(y, c)), float(torch.nn.functional.cosine_similarity(y.reshape(1, -1), c.reshape(1, -1))), p))
+        w = None if wired is None else wired[i]
+        if not scored: out.append(ChunkSource(i, None, '', False, False, None, w)); continue
+        exact, cos, p = max(scored, key=lambda s: (s[0], s[1]))
+        out.append(ChunkSource(i, p, _said(p, n_layers), exact or cos >= min_cosine, exact, 1.0 if exact else cos, w))
+    return out

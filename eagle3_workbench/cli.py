@@ -238,7 +238,7 @@ def _report(a)->int:
     params = {k: v for k, v in dict(target=a.target, draft=a.draft, engine=a.engine and a.engine.key, training_dump=a.training_dump).items() if v is not None}
     params.update({k: _param_value(v) for k, v in (a.param or [])})
     if a.threads is not None: os.environ[ENV_VAR] = str(a.threads)   # the report's kernel inherits it
-    try: run_report(a.out, params, timeout=a.timeout)
+    try: run_report(a.out, params, timeout=a.timeout, show_code=a.show_code)
     except ReportError as e:
         print(f"eagle3-workbench report: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT if e.bad_input else EXIT_CHECK_FAILED
@@ -304,6 +304,7 @@ def _report_parser(sub):
     rp.add_argument('--training-dump', default=None)
     rp.add_argument('-p', '--param', nargs=2, action='append', metavar=('NAME', 'VALUE'), help='any template parameter, e.g. -p steps 3')
     rp.add_argument('--out', default='report.html', help='HTML file to write (default: report.html)')
+    rp.add_argument('--show-code', action='store_true', help='open the HTML with the code cells shown (default: hidden behind a button)')
     rp.add_argument('--timeout', type=_at_least(1.0, float), default=1800, help='wall-clock limit in seconds (default 1800: a minute on an idle 2-core machine, several on a loaded one)')
     _add_threads(rp)
     rp.set_defaults(func=_report)

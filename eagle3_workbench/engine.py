@@ -54,6 +54,7 @@ class ExtendResult:
     next_token: int       # the target's token after the prompt
     seconds: dict         # phase -> seconds
     captures: list = field(default_factory=list, repr=False)
+    wiring: tuple|None = None   # the resid indices fed to the draft in this phase, chunk order
 
 @dataclass
 class DraftResult:
@@ -81,6 +82,7 @@ class VerifyResult:
     path: list            # accepted proposals, as indices into `proposed`
     seconds: dict
     captures: list = field(default_factory=list, repr=False)
+    wiring: tuple|None = None   # the resid indices fed to the draft extend after this verify, chunk order
     @property
     def accept_length(self): return self.accepted + 1
     @property
@@ -366,7 +368,7 @@ class Session:
         self.tokens = ids + [nxt]
         h, dl = self._draft_fwd(feats, ids[1:] + [nxt], list(range(len(ids))), phase='draft_extend')
         self._last = (h[:, -1:], dl[-1])
-        res = ExtendResult(0, ids, nxt, {'extend': t1 - t0, 'draft_extend': time.perf_counter() - t1}, self._captured_since(n0))
+        res = ExtendResult(0, ids, nxt, {'extend': t1 - t0, 'draft_extend': time.perf_counter() - t1}, self._captured_since(n0), self.wiring)
         self.history.append(res)
         return res
 
@@ -401,7 +403,7 @@ class Session:
         self._last, self._draft = (h[:, -1:], dl[-1]), None
         self.tokens += accepted + [bonus]
         res = VerifyResult(self.cycle, root, ids[1:], tprobs, choices, len(accepted), accepted, bonus, [i - 1 for i in path[1:]],
-                           {'verify': t1 - t0, 'draft_extend_after_verify': time.perf_counter() - t1}, self._captured_since(n0))
+                           {'verify': t1 - t0, 'draft_extend_after_verify': time.perf_counter() - t1}, self._captured_since(n0), self.wiring)
         self.history.append(res)
         self.cycle += 1
         return res

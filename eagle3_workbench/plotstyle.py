@@ -10,7 +10,7 @@ import math
 __all__ = ['COLORS', 'BACKENDS', 'check_backend', 'mpl_figure', 'finite', 'finite_list', 'fmt_stat']
 
 # %% ../nbs/00g_plotstyle.ipynb #d84390a1
-COLORS = dict(prompt='#9e9e9e', accepted='#2ca02c', rejected='#d62728', bonus='#1f77b4',
+COLORS = dict(prompt='#9e9e9e', accepted='#2ca02c', rejected='#d62728', bonus='#1f77b4', pending='#b7791f',
               missing='#d62728', unexpected='#ff7f0e', fired='#6baed6',
               wired='#ff7f0e', trained='#2ca02c', recommended='#9467bd',
               configured='#ff7f0e', best='#2ca02c', other='#aab7c4', training='#444444')

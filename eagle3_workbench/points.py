@@ -9,12 +9,12 @@ from typing import NamedTuple
 import torch
 
 # %% auto #0
-__all__ = ['TARGET_POINTS', 'DRAFT_POINTS', 'MODULE_POINTS', 'POINTS', 'RESID_SPEC', 'RESID', 'ENGINE_PHASES', 'PHASE_PAIRS',
-           'SGLANG_DRAFT_PARTS', 'SGLANG_TARGET_PARTS', 'SGLANG_LAYER', 'SGLANG_INPUT_NORM', 'SGLANG_KNOWN_POINTS',
-           'SGLANG_DUMP_DRAFT', 'SGLANG_SPELLINGS', 'SGLANG_MODE_PHASE', 'SGLANG_DRAFT_PHASE', 'SGLANG_PHASES',
-           'SGLANG_GRAPH_PHASES', 'Point', 'resid_k', 'resid_indices', 'family', 'matcher', 'any_matcher', 'phase_pair',
-           'phase_key', 'draft_stages', 'point_key', 'first_tensor', 'sglang_draft_name', 'sglang_resid_module',
-           'phase_family']
+__all__ = ['TARGET_POINTS', 'DRAFT_POINTS', 'MODULE_POINTS', 'POINTS', 'RESID_SPEC', 'RESID', 'LAYER_MLP', 'ENGINE_PHASES',
+           'PHASE_PAIRS', 'SGLANG_DRAFT_PARTS', 'SGLANG_TARGET_PARTS', 'SGLANG_LAYER', 'SGLANG_INPUT_NORM',
+           'SGLANG_KNOWN_POINTS', 'SGLANG_DUMP_DRAFT', 'SGLANG_SPELLINGS', 'SGLANG_MODE_PHASE', 'SGLANG_DRAFT_PHASE',
+           'SGLANG_PHASES', 'SGLANG_GRAPH_PHASES', 'Point', 'resid_k', 'resid_indices', 'mlp_layer', 'family',
+           'matcher', 'any_matcher', 'phase_pair', 'phase_key', 'draft_stages', 'point_key', 'first_tensor',
+           'sglang_draft_name', 'sglang_resid_module', 'phase_family']
 
 # %% ../nbs/00e_points.ipynb #481a15dd
 class Point(NamedTuple):
@@ -73,6 +73,14 @@ def resid_indices(inside:str, # what is between the brackets of target.resid[...
             raise ValueError(f"target.resid[{k}] is out of range: this target has N={n} layers, so k is 0..{n} (or -{n+1}..-1)")
         ks.append(k % (n + 1))
     return ks
+
+# %% ../nbs/00e_points.ipynb #ec8e1c6c
+LAYER_MLP = re.compile(r'module:target:(?:.+\.)?layers\.(\d+)\.mlp')   # decoder layer k's MLP output: its output without the residual
+
+def mlp_layer(point:str)->int|None:
+    "The layer k of a `module:target:...layers.{k}.mlp` point (layer k's output without its residual), or None."
+    m = LAYER_MLP.fullmatch(point)
+    return int(m[1]) if m else None
 
 # %% ../nbs/00e_points.ipynb #7364bab5
 def family(which:str, # 'target' or 'draft'

@@ -68,8 +68,16 @@ def _first_error(ipynb:Path)->str|None:
                 return f"{o.get('ename')}: {o.get('evalue')}".splitlines()[0][:400]
     return None
 
-def export_html(ipynb, html)->Path:
-    "Export an executed notebook to self-contained HTML (inputs and outputs, figures embedded)."
+_CODE_CSS = ("<style>body.e3-hide-code .jp-CodeCell .jp-Cell-inputWrapper, body.e3-hide-code .jp-CodeCell.jp-mod-noOutputs, "
+             "body.e3-hide-code .jp-OutputPrompt {display: none}\n#e3-code-toggle {position: fixed; top: 8px; right: 12px; z-index: 10; "
+             "font-size: 12px; padding: 2px 8px}</style>")
+_CODE_BUTTON = ('<button id="e3-code-toggle" title="the report\'s code cells" '
+                'onclick="document.body.classList.toggle(\'e3-hide-code\')">show / hide code</button>')
+
+def export_html(ipynb, html,
+                show_code:bool=False, # show the code cells when the page opens (a button toggles them either way)
+               )->Path:
+    "Export an executed notebook to self-contained HTML (figures embedded), its code hidden behind a button unless `show_code`."
     import nbformat
     from nbconvert import HTMLExporter
     nb = nbformat.read(str(ipynb), as_version=4)
@@ -77,6 +85,8 @@ def export_html(ipynb, html)->Path:
     body, _ = HTMLExporter(template_name='lab').from_notebook_node(nb)
     # the lab template links require.js and MathJax from a CDN; nothing in a report needs them, and offline they only fail
     body = re.sub(r'<script[^>]*\bsrc="https://cdnjs\.cloudflare\.com/ajax/libs/(?:require\.js|mathjax)/[^"]*"[^>]*>\s*</script>', '', body)
+    body = body.replace('</head>', _CODE_CSS + '\n</head>', 1)
+    body = re.sub(r'<body class="([^"]*)"([^>]*)>', lambda m: f'<body class="{m[1]}{"" if show_code else " e3-hide-code"}"{m[2]}>\n{_CODE_BUTTON}', body, count=1)
     html = Path(html)
     tmp = html.with_name(f".{html.name}.tmp")
     tmp.write_text(body, encoding='utf-8'); tmp.replace(html)
@@ -143,6 +153,7 @@ def run_report(out='report.html', # the HTML file to write; the executed .ipynb 
                template:str='wiring_report', # a name from `templates()`
                timeout:float=1800, # wall-clock limit in seconds for the whole execution
                progress:bool=True, # one line per cell on stderr
+               show_code:bool=False, # the HTML opens with the code cells shown (a button toggles them either way)
               )->Path:
     "Execute a report template with papermill in a child process (with a wall-clock limit) and export HTML."
     params = dict(parameters or {})
@@ -169,6 +180,6 @@ def run_report(out='report.html', # the HTML file to write; the executed .ipynb 
         raise ReportError(f"report failed: {cause}" + (f"; partial notebook: {ipynb}" if part else ''), part,
                           bad_input=cause.startswith(('ModelLoadError', 'FileNotFoundError')))
     if progress: print(f"report: exporting HTML ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
-    export_html(ipynb, out)
+    export_html(ipynb, out, show_code)
     if progress: print(f"report: {out} ({time.time() - t0:.0f} s); executed notebook: {ipynb}", file=sys.stderr)
     return out

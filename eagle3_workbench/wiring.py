@@ -13,7 +13,7 @@ from .engines import Engine, READING_ROWS, PR25454_FILES, SGLANG, VLLM, TRTLLM
 
 # %% auto #0
 __all__ = ['EngineReading', 'engine_reading', 'engine_readings', 'sglang_rule_note', 'disagreements', 'Wiring', 'resolve_wiring',
-           'wiring_table', 'ConfigEdit', 'draft_config_edit']
+           'wiring_from_ids', 'wiring_table', 'ConfigEdit', 'draft_config_edit']
 
 # %% ../nbs/00b_wiring.ipynb #55976b2d
 @dataclass
@@ -122,15 +122,32 @@ def resolve_wiring(draft_config:dict, # a draft config.json, as a dict
     lost = f", of which only resid{list(r.fed)} is fed" if r.fed != r.resid else ''
     return Wiring(r.fed, engine.for_target(target_model_type), f"{r.engine} {how}: resid{list(r.resid)}{lost}.", r.problems)
 
+# %% ../nbs/00b_wiring.ipynb #729270e4
+def wiring_from_ids(ids, # layer ids as written for `engine` (its config field; TensorRT-LLM: its serving config)
+                    n_layers:int, # number of decoder layers of the target (N)
+                    engine=None, # an `Engine` or a name `Engine.parse` takes (None: the default engine)
+                    target_model_type:str|None=None, # the target's `model_type`; picks SGLang's rule
+                   )->Wiring: # the resid indices fed, and why
+    "What `engine` feeds the draft when its config holds `ids` where that engine reads them."
+    engine, ids = Engine.parse(engine, 'engine'), list(as_layer_ids(list(ids) if isinstance(ids, (list, tuple)) else ids, 'ids'))
+    cfg = {'eagle_config': {AUX_KEY: ids}, AUX_KEY: ids}
+    return resolve_wiring(cfg, n_layers, engine, target_model_type, trtllm_layers=ids if engine.family == TRTLLM else None)
+
 # %% ../nbs/00b_wiring.ipynb #eeed047a
 def wiring_table(draft_config:dict, # a draft config.json, as a dict
                  n_layers:int, # number of decoder layers of the target (N)
                  target_model_type:str|None=None, # the target's `model_type`; picks SGLang's rule
+                 trained=None, # resid indices the draft was trained on, when known (default: what most rows feed)
                 )->str: # the table, one row per engine, for `print`
-    "A plain-text table: engine | field | ids | resid fed | problems."
-    rows = [('engine', 'field', 'ids', 'resid fed', 'problems')]
-    for r in engine_readings(draft_config, n_layers, target_model_type):
-        ps = r.problems or ['-']
+    "A plain-text table: engine | field | ids | resid fed | problems; a row feeding other tensors than the draft's is marked."
+    rows, rs = [('engine', 'field', 'ids', 'resid fed', 'problems')], engine_readings(draft_config, n_layers, target_model_type)
+    feeds = [r.fed for r in rs]
+    ref = tuple(trained) if trained is not None else max(feeds, key=lambda f: (feeds.count(f), -feeds.index(f)))
+    for r in rs:
+        ps = list(r.problems)
+        if r.fed != ref: ps.append(f"feeds resid{list(r.fed)}, not the resid{list(ref)} the draft was trained on" if trained is not None
+                                   else f"feeds resid{list(r.fed)} where most engines feed resid{list(ref)}")
+        ps = ps or ['-']
         rows.append((r.engine, r.field, '-' if r.ids is None else str(list(r.ids)), str(list(r.fed)), ps[0]))
         rows += [('', '', '', '', p) for p in ps[1:]]
     w = [max(len(row[i]) for row in rows) for i in range(4)]

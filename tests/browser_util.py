@@ -28,8 +28,8 @@ def _write_json(p:Path, d:dict):
     p.parent.mkdir(parents=True, exist_ok=True); p.write_text(json.dumps(d))
 
 @contextlib.contextmanager
-def jupyterlab(root, home, timeout:float=90):
-    "Run JupyterLab on a free loopback port over `root`, with no token; yield its base URL; always stop it."
+def jupyterlab(root, home, timeout:float=90, args=()):
+    "Run JupyterLab on a free loopback port over `root`, with no token (and any further command-line `args`); yield its base URL; always stop it."
     home = Path(home); port = free_port()
     settings = home/'lab-settings'
     # every cell in the DOM (no virtual scrolling), and no news/update checks (there is no network)
@@ -40,7 +40,7 @@ def jupyterlab(root, home, timeout:float=90):
     cmd = [sys.executable, '-m', 'jupyterlab', '--no-browser', '--ServerApp.ip=127.0.0.1', f'--ServerApp.port={port}',
            '--ServerApp.port_retries=0', "--ServerApp.token=", "--ServerApp.password=", '--ServerApp.disable_check_xsrf=True',
            f'--ServerApp.root_dir={root}', '--LabApp.expose_app_in_browser=True', '--LabApp.news_url=None',
-           '--LabApp.extension_manager=readonly', '--ServerApp.allow_root=True']
+           '--LabApp.extension_manager=readonly', '--ServerApp.allow_root=True', *args]
     log = open(home/'jupyterlab.log', 'w')
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f'http://127.0.0.1:{port}'

@@ -46,12 +46,24 @@ NB_ERRORS = """() => [...document.querySelectorAll('.jp-OutputArea-output')]
 FIG_SIG = """el => JSON.stringify({title: (el.querySelector('.gtitle') || {}).textContent || null,
   traces: (el.data || []).map(t => [t.type, t.name, Array.from(t.x || []), Array.from(t.y || []), t.cells ? t.cells.values : null])})"""
 
+def _tutorial_repo(tmp_path)->Path:
+    "A git repository holding the tutorial as the project lays it out, with the project's JupyterLab config and its save hook."
+    repo = tmp_path/'repo'
+    (repo/'nbs').mkdir(parents=True); (repo/'scripts').mkdir()
+    shutil.copy(TUTORIAL, repo/'nbs'/TUTORIAL.name)
+    shutil.copy(ROOT/'jupyter_server_config.py', repo)
+    for f in ('clean_on_save.py', 'store_outputs.py'): shutil.copy(ROOT/'scripts'/f, repo/'scripts')
+    shutil.copy(ROOT/'.gitignore', repo)   # JupyterLab's .ipynb_checkpoints/ are ignored, as in the project
+    git = lambda *a: subprocess.run(['git', '-C', str(repo), *a], check=True, capture_output=True, text=True).stdout
+    git('init', '-q'); git('add', '.')
+    git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'tutorial')
+    return repo
+
 @pytest.mark.slow
 def test_tutorial_runs_in_jupyterlab_and_stepper_steps(tmp_path, browser_ok):
-    root = tmp_path/'nbs'; root.mkdir()
-    shutil.copy(TUTORIAL, root/TUTORIAL.name)
+    repo = _tutorial_repo(tmp_path)
     art = artifacts_dir(tmp_path)
-    with jupyterlab(root, tmp_path/'jupyter') as url, chromium() as (page, problems):
+    with jupyterlab(repo/'nbs', tmp_path/'jupyter', args=[f"--config={repo/'jupyter_server_config.py'}"]) as url, chromium() as (page, problems):
         blocked = []
         _loopback_only(page, blocked)
         try:
@@ -72,35 +84,79 @@ def test_tutorial_runs_in_jupyterlab_and_stepper_steps(tmp_path, browser_ok):
             if not re.fullmatch(r'\[\d+\]:', s['prompts'][-1]):   # Run All stopped early: nothing further to check
                 pytest.fail('\n\n'.join(faults + [f"the last cell has no execution count: {s['prompts']}"]))
 
+            # the doctor at a glance: a verdict badge, the config edit, the findings; its progress bar ended cleanly
+            verdict = page.locator('.e3-diagnosis .e3-verdict')
+            if verdict.count() != 1 or verdict.inner_text().strip() != 'MISWIRED':
+                faults.append(f"the doctor's display shows no MISWIRED badge: {verdict.all_inner_texts()}")
+            edit = page.locator('.e3-diagnosis .e3-edit')
+            if edit.count() != 1 or '"eagle_aux_hidden_state_layer_ids": [1, 5, 8]' not in edit.inner_text():
+                faults.append(f"the doctor's display shows no config edit to paste: {edit.all_inner_texts()}")
+            if page.locator('.e3-diagnosis .e3-findings tr').count() < 3: faults.append("the doctor's display lists no findings")
+            if n := page.locator('.progress-bar-danger').count(): faults.append(f"{n} progress bar(s) ended red (danger)")
+            if verdict.count(): page.locator('.e3-diagnosis').first.screenshot(path=str(art/'tutorial_doctor.png'))
+
             # the stepper: the one output area holding a "Step" button
             step_btn = page.get_by_role('button', name='Step', exact=True)
             stepper = page.locator('.jp-OutputArea-output').filter(has=step_btn)
             until(lambda: stepper.count() == 1 and stepper.locator('.e3-tok').count() > 0, 60,
                   'the stepper widget (one output with a Step button) and its token strip')
-            status, figure = stepper.locator('.widget-html-content').first, stepper.locator('.js-plotly-plot')
-            if status.inner_text().strip().lower().startswith('error'): faults.append(f"stepper status shows an error: {status.inner_text()}")
-            # the verify phase is what a Step advances: show it, then step
-            stepper.locator('.widget-dropdown').filter(has_text='phase').locator('select').select_option('verify')
+            status = stepper.locator('.e3-status')
+            figure, detail = stepper.locator('.js-plotly-plot'), stepper.locator('.e3-detail')
+            label = lambda kind, name: stepper.locator(f'.widget-{kind}').filter(has=page.locator('label', has_text=re.compile(f'^{name}$')))
+            select = lambda name: label('dropdown', name).locator('select')
             sig = lambda: figure.evaluate(FIG_SIG) if figure.count() == 1 else None
-            t1 = time.time()
-            while time.time() - t1 < 20 and 'verify' not in (sig() or ''): time.sleep(0.5)
-            n_before, fig_before, status_before = stepper.locator('.e3-tok').count(), sig(), status.inner_text()
+            def wait(what, fn, timeout=120):
+                try: return until(fn, timeout, what)
+                except BaseException as e: faults.append(str(e)); return None
+            def click(name, expect):
+                before = status.inner_text() if status.count() else ''
+                stepper.get_by_role('button', name=name, exact=True).click()
+                return wait(f"the status after {name} to match {expect!r} (was {before!r})",
+                            lambda: status.count() and status.inner_text() != before and re.search(expect, status.inner_text()))
             stepper.scroll_into_view_if_needed()
-            page.screenshot(path=str(art/'tutorial_stepper_before_step.png'))
-            step_btn.click()
-            until(lambda: status.inner_text() != status_before, 120, f'the stepper status to change after Step (was {status_before!r})')
-            t1 = time.time()
-            while time.time() - t1 < 30 and (stepper.locator('.e3-tok').count() <= n_before or sig() in (None, fig_before)): time.sleep(0.5)
-            n_after, status_after, fig_after = stepper.locator('.e3-tok').count(), status.inner_text(), sig()
-            shot = art/'tutorial_stepper_after_step.png'
-            stepper.scroll_into_view_if_needed(); page.screenshot(path=str(shot))
-            print(f"tokens {n_before} -> {n_after}; status {status_before!r} -> {status_after!r}; screenshot: {shot}")
-            if not re.search(r'cycle \d+: accepted \d+', status_after): faults.append(f"after Step the status reads {status_after!r}")
-            if n_after <= n_before: faults.append(f"Step did not add tokens to the strip ({n_before} -> {n_after})")
-            if fig_after is None: faults.append("after Step the stepper shows no pipeline figure (its figure panel is empty)")
-            elif 'verify' not in fig_after: faults.append(f"the stepper's figure does not show the selected verify phase: {fig_after[:200]}")
-            elif fig_after == fig_before: faults.append(f"the stepper's pipeline figure did not change after Step (status now {status_after!r})")
+            page.screenshot(path=str(art/'tutorial_stepper_start.png'))
+            # the tutorial left it on the extend, stage draft.fc.in, full capture on: which tensor arrived
+            if 'chunk 0 = resid[0] (the embedding), wired resid[2]' not in (detail.inner_text() if detail.count() else ''):
+                faults.append(f"the fc-input match does not name the embedding: {detail.all_inner_texts()}")
+            n0, fig0 = stepper.locator('.e3-tok').count(), sig()
+            click('Extend', r'^extend: \d+ prompt tokens')
+            click('Draft', r'^draft: proposed \d+ tokens, waiting for verify')
+            if not stepper.locator('.e3-tok.e3-pending').count(): faults.append('after Draft the strip shows no pending proposals')
+            if not (select('phase').input_value() or '').startswith('draft['): faults.append(f"after Draft the view shows {select('phase').input_value()!r}")
+            click('Verify', r'^verify: accepted \d+ of \d+')
+            wait('the view to follow the verify', lambda: select('phase').input_value() == 'verify' and not stepper.locator('.e3-tok.e3-pending').count())
+            if not re.search(r'\[(verify|draft_extend_after_verify), cycle 0\]', detail.inner_text()): faults.append(f"detail after Verify: {detail.inner_text()!r}")
+            # a wiring change typed as SGLang 0.5.23 reads this DeepSeek target's config (PR #25454: [1, 5, 8] -> resid[2, 6, 9])
+            select('engine').select_option('sglang')
+            label('text', 'release').locator('input').fill('0.5.23')
+            label('text', 'ids').locator('input').fill('1,5,8')
+            wait('the wiring preview', lambda: 'feeds resid[2, 6, 9]' in stepper.locator('.e3-feeds').inner_text())
+            click('Apply settings', r'^settings applied: wiring resid\[2, 6, 9\] \(sglang==0\.5\.23 ids \[1,5,8\]\)')
+            # full capture, switched off and on again from the page
+            box = stepper.locator('.widget-checkbox input[type=checkbox]')
+            box.click(); wait('full capture off', lambda: 'full capture off' in status.inner_text())
+            box.click(); wait('full capture on', lambda: 'full capture on' in status.inner_text())
+            click('Step', r'^cycle 1: accepted \d+')
+            chosen = lambda name: select(name).evaluate(r's => s.selectedIndex < 0 ? null : s.options[s.selectedIndex].text.replace(/\u00a0/g, " ")')   # ipywidgets writes spaces as nbsp
+            wait('the wiring change marked in the strip and the cycle list', lambda: stepper.locator('.e3-wiring').count() == 1
+                 and 'wiring changed' in (chosen('cycle') or ''))
+            select('stage').select_option('draft.fc.in')
+            wait('the fc-input match of cycle 1', lambda: 'chunk 0 = resid[2], as wired' in detail.inner_text())
+            select('cycle').select_option('0')                                  # the detail line follows the selection
+            wait('the detail line of cycle 0', lambda: re.search(r'draft\.fc\.in \[draft_extend_after_verify, cycle 0\]', detail.inner_text())
+                 and 'chunk 0 = resid[0] (the embedding), wired resid[2]' in detail.inner_text())
+            fig1 = sig()
+            if fig1 is None or fig1 == fig0 or 'verify' not in fig1: faults.append(f"the pipeline figure does not show the selected verify: {str(fig1)[:200]}")
+            n1 = stepper.locator('.e3-tok').count()
+            stepper.scroll_into_view_if_needed(); page.screenshot(path=str(art/'tutorial_stepper_after.png'))
+            print(f"tokens {n0} -> {n1}; status {status.inner_text()!r}; detail {detail.inner_text()!r}")
+            if n1 <= n0: faults.append(f"the steps added no tokens to the strip ({n0} -> {n1})")
             if blocked: faults.append(f"the page tried to reach the network: {blocked[:5]}")
+            # saving (as JupyterLab's autosave would) leaves the repository as it was
+            page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+            wait('the notebook to be saved', lambda: not page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty"), 60)
+            git_status = subprocess.run(['git', '-C', str(repo), 'status', '--porcelain'], capture_output=True, text=True).stdout
+            if git_status.strip(): faults.append(f"running and saving the tutorial changed the repository: {git_status}")
             assert not faults, '\n\n'.join(faults)
         finally:
             page.screenshot(path=str(art/'tutorial_final.png'))
@@ -158,6 +214,19 @@ def test_report_html_renders_offline(tmp_path, browser_ok):
         assert len(sizes) == n_figs, f"the page shows {len(sizes)} figures, the executed notebook has {n_figs}"
         assert not page.locator('.jp-OutputArea-output').filter(has_text='Traceback (most recent call last)').count()
         faults = []
+        # the first screen answers: the doctor's verdict and the config edit, above the fold; the code is hidden behind a button
+        page.evaluate('window.scrollTo(0, 0)')
+        fold, boxes = page.viewport_size['height'], {k: page.locator(f'.e3-diagnosis .{k}').first for k in ('e3-verdict', 'e3-edit')}
+        for k, loc in boxes.items():
+            b = loc.bounding_box() if loc.count() else None
+            if b is None or b['y'] + b['height'] > fold: faults.append(f"{k} is not on the report's first screen ({fold} px): {b}")
+        verdict = boxes['e3-verdict'].inner_text().strip() if boxes['e3-verdict'].count() else None
+        if verdict not in ('OK', 'MISWIRED', 'INCONCLUSIVE', 'ERROR', 'UNUSABLE'): faults.append(f"the verdict badge reads {verdict!r}")
+        page.screenshot(path=str(art/'report_first_screen.png'))
+        code = page.locator('.jp-CodeCell .jp-InputArea')
+        if code.count() == 0 or code.first.is_visible(): faults.append('the report opens with its code cells shown')
+        page.click('#e3-code-toggle')
+        if code.count() == 0 or not code.first.is_visible(): faults.append('the show-code button does not show the code cells')
         if errors := [p for p in problems if p.startswith('pageerror')]: faults.append(f"script errors in the report page: {errors}")
         bars = page.locator('.jp-OutputArea-output').filter(has_text=re.compile(r'\d+%\|'))
         if bars.count(): faults.append(f"the report shows progress bars: {[t[:80] for t in bars.all_inner_texts()]}")

@@ -272,7 +272,9 @@ def test_token_strip_plotly():
 def test_token_strip_html_and_matplotlib():
     h = token_strip_html(history(), Tok())
     assert h.count('class="e3-tok e3-accepted"') == 3 and h.count('e3-tok e3-rejected') == 1 and h.count('e3-tok e3-bonus') == 3
-    assert f'background:{COLORS["rejected"]}' in h and 'line-through' in h and "target chose &#x27;N&#x27;" in h
+    rejected = h[h.index('e3-tok e3-rejected'):].split('>')[0]   # outlined in red and struck through: a one-character token stays readable
+    assert f'color:{COLORS["rejected"]}' in rejected and 'background:white' in rejected and 'line-through' in rejected
+    assert "target chose &#x27;N&#x27;" in h and h.count('class="e3-cycle"') == 2     # the two verified cycles start at a mark
     fig = token_strip(history(), Tok(), backend='matplotlib')
     faces = [matplotlib.colors.to_hex(p.get_facecolor()) for p in fig.axes[0].patches]
     assert faces == [COLORS[k] for k in ['prompt'] * 3 + ['bonus', 'accepted', 'rejected', 'bonus', 'accepted', 'accepted', 'bonus']]
@@ -296,7 +298,7 @@ def test_sweep_figure():
     rows = [dict(label='a', accept_length=1.5, ci=[1.2, 1.7], configured=True), dict(label='b', accept_length=2.5, best=True),
             dict(label='c', accept_length=1.0, ci=[0.9, 1.05])]
     bar = sweep_figure(rows).to_dict()['data'][0]
-    assert bar['x'] == [1.5, 2.5, 1.0] and bar['y'] == ['a', 'b', 'c'] and bar['orientation'] == 'h'
+    assert bar['x'] == [1.5, 2.5, 1.0] and bar['y'] == ['a · configured', 'b · best', 'c'] and bar['orientation'] == 'h'
     np.testing.assert_allclose(bar['error_x']['array'], [0.2, 0.0, 0.05]); np.testing.assert_allclose(bar['error_x']['arrayminus'], [0.3, 0.0, 0.1])
     assert bar['marker']['color'] == [COLORS['configured'], COLORS['best'], COLORS['other']]
     ax = sweep_figure(rows, backend='matplotlib').axes[0]
