@@ -14,6 +14,7 @@ from .wiring import engine_readings, disagreements, resolve_wiring, draft_config
 from .findings import Finding, by_severity, DRAFT_FAULTS
 from .variants import variant_problems, computing, trained_math
 from .capture import Capture
+from .sglang.compare import wrong_tensor_from_capture
 from .records import load_tensor
 from .dumps import read_dump
 from .recording import Recording
@@ -176,8 +177,11 @@ def fed_from_capture(pair, records, # `Record`s captured in the deployment (full
                                     'pass the prompt sent to the deployment', dict(lengths=[r.shape for r in fc[:4]]))]
     sim, fs = match_training_features(pair, samples)
     fs = [Finding('CAPTURE_INVALID', f.severity, f.message.replace('dump', 'capture'), f.evidence) for f in fs]
-    if not sim or not all(sim['identified']): return None, sim, fs
-    return tuple(sim['trained']), sim, fs
+    if sim and all(sim['identified']): return tuple(sim['trained']), sim, fs
+    # a chunk that is no resid[k]: is it a neighbour (a layer's MLP output, an input norm's, the final norm's)?
+    rows, wrong, src = wrong_tensor_from_capture(records, None if isinstance(pair.target, Recording) else pair.target,
+                                                 samples[0]['input_ids'].tolist(), pair.draft.config.num_aux)
+    return None, dict(sim or {}, chunks=rows, neighbours_from=src), fs + wrong
 
 def _flat(x): return [v for row in x for v in row] if x and isinstance(x[0], list) else list(x)
 
