@@ -5,6 +5,10 @@ from pathlib import Path
 # (measured: a 32-token speculative run took 4.4 s with 1 thread, 28.9 s with 2 while another process ran).
 # Subprocesses (nbdev_test, papermill kernels, the CLI) inherit the variable.
 os.environ.setdefault('OMP_NUM_THREADS', '1')
+# The commands the tests run (eagle3-workbench, nbdev_test, jupyter) are the ones installed beside this interpreter, also
+# when pytest is started as `.venv/bin/python -m pytest` without activating the environment.
+import sys
+os.environ['PATH'] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get('PATH', '')])
 import pytest, torch
 torch.set_num_threads(int(os.environ['OMP_NUM_THREADS']))
 

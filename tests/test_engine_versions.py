@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_workbench.conventions import TRAINERS
-from eagle3_workbench.engines import ENGINE_FACTS, ENGINE_NAMES, VARIANT_KEYS, VARIANT_SUPPORT, Engine, release_table
+from eagle3_workbench.engines import ENGINE_FACTS, ENGINE_NAMES, VARIANT_KEYS, VARIANT_SUPPORT, BORROWED, Engine, release_table
 from eagle3_workbench.wiring import engine_reading, resolve_wiring
 from conftest import modelopt_eagle_config, speculators_example_config, tiny_draft_config
 from eagle3_workbench.variants import variant_problems
@@ -303,7 +303,8 @@ def test_every_name_is_described():
 
 def test_rules_rows_are_well_formed():
     for f in ENGINE_FACTS: assert f.engine in ('sglang', 'vllm') and f.source
-    for s in VARIANT_SUPPORT: assert s.key in VARIANT_KEYS and s.source
+    for s in VARIANT_SUPPORT: assert (s.key in VARIANT_KEYS) != (s.key in BORROWED) and s.source   # a variant key, or a weight a draft may borrow
+    assert set(BORROWED) <= {s.key for s in VARIANT_SUPPORT}   # each borrowed weight has its rows
     for e in ('sglang', 'vllm', 'trtllm'):
         sup = Engine.parse(e).variant_support()
         assert {'norm_output', 'fc_norm', 'norm_before_fc', 'norm_before_residual', 'bias', 'num_hidden_layers',
