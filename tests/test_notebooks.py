@@ -1,15 +1,42 @@
 "Every chapter in nbs/ is also a test: run each notebook top to bottom as nbdev_test does."
-import subprocess, sys
+import os, sys
 from pathlib import Path
 import pytest
 
-NBS = sorted((Path(__file__).parent.parent/'nbs').glob('*.ipynb'))   # every chapter, and the tutorial (index.ipynb)
+ROOT = Path(__file__).parent.parent
+NBS = sorted((ROOT/'nbs').glob('*.ipynb'))   # every chapter, and the tutorial (index.ipynb)
+
+def run_chapter(fn:str)->tuple:
+    "Run one chapter as `nbdev_test` does (settings.ini's skip flags, the notebook's folder as working directory): (ok, seconds, errors)."
+    import contextlib, io
+    os.chdir(ROOT)
+    from nbdev.config import get_config
+    from nbdev.test import test_nb
+    cfg, err = get_config(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        ok, secs = test_nb(Path(fn), skip_flags=cfg.tst_flags.split(), basepath=cfg.config_path)
+    return ok, secs, err.getvalue()[-6000:]
+
+@pytest.fixture(scope='session')
+def chapters()->dict:
+    "Every chapter run once per session, as `nbdev_test --path nbs` runs them: one worker process per core, each running whole notebooks."
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(min(2, os.cpu_count() or 1), mp_context=mp.get_context('spawn')) as ex:
+        return dict(zip(NBS, ex.map(run_chapter, map(str, NBS))))
 
 @pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
-def test_notebook_runs(nb):
-    r = subprocess.run(['nbdev_test', '--path', str(nb), '--do_print'], capture_output=True, text=True,
-                       cwd=nb.parent.parent, timeout=900)
-    assert r.returncode == 0, f"{nb.name} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+def test_notebook_runs(nb, chapters):
+    ok, secs, err = chapters[nb]
+    assert ok, f"{nb.name} failed after {secs:.0f} s:\n{err}"
+
+def test_a_failing_chapter_is_reported(tmp_path):
+    "The runner reports a failing cell as a failure, with its error (a runner that passes everything would prove nothing)."
+    import nbformat
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('x = 1'), nbformat.v4.new_code_cell("assert x == 2, 'planted'")])
+    nbformat.write(nb, tmp_path/'bad.ipynb')
+    ok, _, err = run_chapter(str(tmp_path/'bad.ipynb'))
+    assert not ok and 'planted' in err
 
 @pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
 def test_notebook_stores_what_a_reader_sees(nb):
@@ -24,7 +51,7 @@ def test_notebook_stores_what_a_reader_sees(nb):
 
 def test_saving_from_jupyterlab_keeps_stored_outputs():
     "The save hook of `jupyter lab --config=jupyter_server_config.py`: a chapter run and saved unedited is written byte for byte as stored."
-    import copy, json, sys
+    import copy, json
     import nbformat
     sys.path.insert(0, str(Path(__file__).parent.parent/'scripts'))
     from clean_on_save import stored_cells
