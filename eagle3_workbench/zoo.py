@@ -15,11 +15,12 @@ from .conventions import from_resid, default_resid_layers
 from .teacher import aux_features, ttt_forward, agreement_per_window
 
 # %% auto #0
-__all__ = ['EOS', 'PAIRS', 'OFFDEFAULT', 'MEASURED', 'corpus_files', 'train_tokenizer', 'encode_files', 'target_configs',
-           'draft_config', 'train_target', 'vocab_mapping', 'target_features', 'train_draft',
-           'teacher_forced_agreement', 'wrong_wirings', 'heldout_windows', 'heldout_prompts', 'write_training_dump',
-           'ZooRecipe', 'ship_draft', 'build_pair', 'offdefault_resid', 'build_offdefault_draft', 'build_zoo',
-           'write_card', 'zoo_card', 'zoo_listing', 'main']
+__all__ = ['EOS', 'PAIRS', 'OFFDEFAULT', 'DEEP', 'DEEP_YARN', 'DEEP_HUB_KEYS', 'MEASURED', 'corpus_files', 'train_tokenizer',
+           'encode_files', 'target_configs', 'draft_config', 'train_target', 'vocab_mapping', 'target_features',
+           'train_draft', 'teacher_forced_agreement', 'wrong_wirings', 'heldout_windows', 'heldout_prompts',
+           'write_training_dump', 'ZooRecipe', 'ship_draft', 'build_pair', 'offdefault_resid', 'build_offdefault_draft',
+           'deep_target_config', 'deep_resid', 'build_deep_pair', 'build_zoo', 'write_card', 'zoo_card', 'zoo_listing',
+           'main']
 
 # %% ../nbs/01f_zoo.ipynb #d393faf6
 def corpus_files(limit:int|None=None, # keep only the first `limit` files (miniature builds)
@@ -73,14 +74,18 @@ def target_configs(vocab_size:int, quick=False)->dict:
 
 def draft_config(target_cfg, name:str, draft_vocab:int, convention:str, quick=False,
                  resid:tuple|None=None, # the resid layers the draft is trained on (default: the engines' default)
+                 hidden:int|None=None, # the draft's hidden size (default: 128, 32 when quick)
                 )->dict:
-    "The draft's config.json, with aux ids written in `convention` ('specforge' nested, or 'vllm' top level)."
+    "The draft's config.json, with aux ids written in `convention` ('specforge' nested, or 'vllm' top level); rope as the target's."
     n = target_cfg.num_hidden_layers
-    h = 32 if quick else 128
+    h = hidden or (32 if quick else 128)
+    rope = dict(getattr(target_cfg, 'rope_parameters', None) or {})
+    theta = rope.pop('rope_theta', getattr(target_cfg, 'rope_theta', 10000.0))
     cfg = dict(architectures=['LlamaForCausalLMEagle3'], model_type='llama', hidden_size=h, intermediate_size=3*h,
                num_attention_heads=4, num_key_value_heads=2, head_dim=h//4, num_hidden_layers=1, hidden_act='silu',
-               rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=1024, tie_word_embeddings=False,
+               rms_norm_eps=1e-6, rope_theta=theta, max_position_embeddings=target_cfg.max_position_embeddings, tie_word_embeddings=False,
                vocab_size=target_cfg.vocab_size, draft_vocab_size=draft_vocab, torch_dtype='bfloat16')
+    if rope.get('rope_type', 'default') != 'default': cfg['rope_scaling'] = rope   # YaRN: the draft rotates positions as its target does
     if target_cfg.hidden_size != h: cfg['target_hidden_size'] = target_cfg.hidden_size
     ids = list(from_resid(resid or default_resid_layers(n), convention, n))
     if convention == 'vllm': cfg['eagle_aux_hidden_state_layer_ids'] = ids
@@ -213,16 +218,17 @@ class ZooRecipe:
     quick: bool = False
     vocab_size: int = 2048
     draft_vocab: int = 1024
-    target_steps: dict = field(default_factory=lambda: {'tiny-dsv3': 420, 'tiny-llama': 240})
-    draft_steps: dict = field(default_factory=lambda: {'tiny-dsv3': 700, 'tiny-llama': 240})
+    target_steps: dict = field(default_factory=lambda: {'tiny-dsv3': 420, 'tiny-llama': 240, 'deep-dsv3': 500})
+    draft_steps: dict = field(default_factory=lambda: {'tiny-dsv3': 700, 'tiny-llama': 240, 'deep-dsv3': 700})
     ttt_steps: int = 4
     file_limit: int|None = None
+    target_batch: dict = field(default_factory=lambda: {'tiny-dsv3': 32, 'tiny-llama': 32, 'deep-dsv3': 16})   # sequences of 128 tokens per step
 
     @classmethod
     def miniature(cls):
         "A seconds-long build through the same code path (for CI)."
-        return cls(quick=True, vocab_size=300, draft_vocab=128, target_steps={'tiny-dsv3': 3, 'tiny-llama': 3},
-                   draft_steps={'tiny-dsv3': 3, 'tiny-llama': 3}, ttt_steps=2, file_limit=25)
+        return cls(quick=True, vocab_size=300, draft_vocab=128, target_steps={'tiny-dsv3': 3, 'tiny-llama': 3, 'deep-dsv3': 3},
+                   draft_steps={'tiny-dsv3': 3, 'tiny-llama': 3, 'deep-dsv3': 3}, ttt_steps=2, file_limit=25)
 
 # %% ../nbs/01f_zoo.ipynb #3049818b
 PAIRS = {'tiny-dsv3': ('tiny-dsv3-eagle3', 'specforge'), 'tiny-llama': ('tiny-llama-eagle3', 'vllm')}
@@ -266,7 +272,7 @@ def build_pair(name:str, out:Path, tok, train_ids, windows, prompts, d2t, t2d, r
         torch.manual_seed(0)
         kw = {'experts_implementation': 'eager'} if 'dsv3' in name else {}
         model = AutoModelForCausalLM.from_config(tcfg, attn_implementation='eager', **kw)
-        tlog = train_target(model, train_ids, steps=recipe.target_steps[name], seed=0, desc=name)
+        tlog = train_target(model, train_ids, steps=recipe.target_steps[name], batch=recipe.target_batch.get(name, 32), seed=0, desc=name)
         model.to(torch.bfloat16).save_pretrained(tdir); tok.save_pretrained(tdir); _save_log(tdir, tlog)
     model, _ = load_target(tdir)   # the draft learns from the target as shipped (bf16 weights, fp32 compute)
     dname, convention = PAIRS[name]
@@ -310,12 +316,82 @@ def build_offdefault_draft(out=None, # the zoo folder holding the trained target
     return log
 
 # %% ../nbs/01f_zoo.ipynb #a7b11ca2
+DEEP = {'deep-dsv3': ('deep-dsv3-eagle3', 'specforge')}   # the 61-layer target -> (its draft, the draft config's convention)
+DEEP_YARN = dict(factor=40.0, original_max_position_embeddings=128, beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0)
+# DeepSeek-V3 hub keys transformers 5 does not write; SGLang's deepseek_v2.py reads moe_layer_freq (AttributeError without it)
+DEEP_HUB_KEYS = dict(moe_layer_freq=1, scoring_func='sigmoid', topk_method='noaux_tc', ep_size=1, aux_loss_alpha=0.001, seq_aux=True)
+
+def deep_target_config(vocab_size:int, quick=False):
+    "DeepSeek-V3's shape at 61 layers and hidden 64: MLA with q and kv low rank, MoE after three dense layers, YaRN (13 layers, hidden 32 when quick)."
+    from transformers import DeepseekV3Config
+    h, n = (32, 13) if quick else (64, 61)
+    return DeepseekV3Config(vocab_size=vocab_size, hidden_size=h, intermediate_size=2*h, moe_intermediate_size=h//4,
+        num_hidden_layers=n, num_attention_heads=2, num_key_value_heads=2, n_shared_experts=1, n_routed_experts=4,
+        num_experts_per_tok=2, first_k_dense_replace=3, n_group=1, topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5,
+        q_lora_rank=h//2, kv_lora_rank=h//2, qk_rope_head_dim=h//4, qk_nope_head_dim=h//4, v_head_dim=h//4, rope_interleave=True,
+        max_position_embeddings=int(DEEP_YARN['factor'] * DEEP_YARN['original_max_position_embeddings']),
+        rope_parameters=dict(rope_type='yarn', rope_theta=10000.0, **DEEP_YARN), num_nextn_predict_layers=0,
+        tie_word_embeddings=False, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+
+def deep_resid(n_layers:int)->tuple:
+    "resid[3, N//2 + 1, N - 2]: what SGLang 0.5.6 feeds for the ids [2, N//2, N - 3] (it reads id k as resid[k + 1]); (3, 31, 59) at N = 61."
+    return tuple(k + 1 for k in default_resid_layers(n_layers))
+
+def _hub_style(folder:Path):
+    "Add DeepSeek-V3's hub spelling to a saved config.json: rope_theta and rope_scaling {type: yarn, ...}, and the keys SGLang reads."
+    f = Path(folder)/'config.json'
+    c = json.loads(f.read_text())
+    rope = dict(c['rope_parameters'])
+    c.update(rope_theta=rope.pop('rope_theta'), rope_scaling=dict(type=rope.pop('rope_type'), **rope), **DEEP_HUB_KEYS)
+    f.write_text(json.dumps(c, indent=2, sort_keys=True) + '\n')
+
+def build_deep_pair(out=None, # the zoo folder (its tiny-dsv3 gives the tokenizer, prompts.jsonl the prompts); default: the package's zoo_data
+                    recipe:ZooRecipe|None=None, # sizes and steps; default: the full recipe
+                    name:str='deep-dsv3', # a key of `DEEP`
+                    in_whole_build:bool=False, # True when `build_zoo` calls it
+                    tok=None, # the zoo's tokenizer (`build_zoo` passes the one it trained); default: tiny-dsv3's in `out`
+                   )->dict:
+    "Train the 61-layer target and its draft on `deep_resid(61)`, save both in bf16 and measure them as shipped; returns their logs."
+    from transformers import AutoModelForCausalLM
+    if name not in DEEP: raise ValueError(f"name={name!r}: expected one of {list(DEEP)}")
+    recipe, out, t0 = recipe or ZooRecipe(), Path(out) if out else zoo_root(), time.perf_counter()
+    need = [out/'prompts.jsonl', out/'corpus.json'] + ([] if tok is not None else [out/'tiny-dsv3'/'tokenizer.json'])
+    if missing := [str(p) for p in need if not p.exists()]:
+        raise ValueError(f"{out}: no zoo there ({', '.join(missing)} missing); build the zoo first (build_zoo)")
+    if tok is None:
+        from transformers import AutoTokenizer
+        tok = AutoTokenizer.from_pretrained(str(out/'tiny-dsv3'))   # the zoo's tokenizer, as build_zoo trained it
+    train_files, held_files = corpus_files(recipe.file_limit)
+    train_ids, held_ids = encode_files(tok, train_files), encode_files(tok, held_files)
+    d2t, t2d = vocab_mapping(train_ids, len(tok), recipe.draft_vocab)   # the sibling drafts' vocabulary
+    windows = heldout_windows(held_ids, 8 if recipe.quick else 64, 64 if recipe.quick else 128)
+    prompts = [json.loads(l)['prompt'] for l in (out/'prompts.jsonl').read_text().splitlines()]
+    tcfg, tdir = deep_target_config(len(tok), recipe.quick), out/name
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(tcfg, attn_implementation='eager', experts_implementation='eager')
+    tlog = train_target(model, train_ids, steps=recipe.target_steps[name], batch=recipe.target_batch[name], seed=0, desc=name)
+    model.to(torch.bfloat16).save_pretrained(tdir); tok.save_pretrained(tdir); _hub_style(tdir)
+    model, _ = load_target(tdir)   # the draft learns from the target as shipped (bf16 weights, fp32 compute)
+    _save_log(tdir, tlog)
+    dname, convention = DEEP[name]
+    resid = deep_resid(tcfg.num_hidden_layers)
+    dcfg = draft_config(tcfg, dname, recipe.draft_vocab, convention, recipe.quick, resid=resid, hidden=tcfg.hidden_size)
+    dlog = ship_draft(model, tok, out, dname, dcfg, convention, resid, train_ids, windows, prompts, d2t, t2d,
+                      recipe.draft_steps[name], recipe.ttt_steps, dump=False)
+    dlog.update(target=name, in_whole_build=in_whole_build, build_seconds=round(time.perf_counter() - t0, 1))
+    _save_log(out/dname, dlog)
+    c = json.loads((out/'corpus.json').read_text())   # the recipe the card states gains this pair's steps
+    for k in ('target_steps', 'draft_steps', 'target_batch'): c['recipe'].setdefault(k, {})[name] = getattr(recipe, k)[name]
+    (out/'corpus.json').write_text(json.dumps(c, indent=1))
+    return {name: tlog, dname: dlog}
+
+# %% ../nbs/01f_zoo.ipynb #024c1e63
 def build_zoo(out=None, # output folder; default: the package's zoo_data
               recipe:ZooRecipe|None=None,
-              only:list|None=None, # target names to build (default: all)
+              only:list|None=None, # target names to build (default: all): keys of `PAIRS` and `DEEP`
               reuse_targets:bool=False, # keep already trained targets (their train_log.json) and train only the drafts
              )->dict:
-    "Build tokenizer, targets, drafts (the off-default one too), prompts, the training dumps and the zoo card; returns the build log."
+    "Build tokenizer, targets, drafts (the off-default one too), the 61-layer pair, prompts, the training dumps and the zoo card; returns the build log."
     t0 = time.perf_counter()
     recipe = recipe or ZooRecipe()
     out = Path(out) if out else zoo_root()
@@ -332,20 +408,33 @@ def build_zoo(out=None, # output folder; default: the package's zoo_data
     windows = heldout_windows(held_ids, 8 if recipe.quick else 64, 64 if recipe.quick else 128)
     corpus = dict(train_files=len(train_files), heldout_files=len(held_files), train_tokens=len(train_ids), heldout_tokens=len(held_ids))
     (out/'corpus.json').write_text(json.dumps(dict(corpus, recipe=asdict(recipe), python=sys.version.split()[0], torch=torch.__version__), indent=1))
-    for name in only or list(PAIRS):
+    for name in [n for n in only or PAIRS if n in PAIRS]:
         build_pair(name, out, tok, train_ids, windows, prompts, d2t, t2d, recipe, reuse_target=reuse_targets)
     for dname, (name, _) in OFFDEFAULT.items():
         if name in (only or PAIRS): build_offdefault_draft(out, recipe, name=dname, in_whole_build=not only and not reuse_targets)
+    for name in [n for n in only or DEEP if n in DEEP]:
+        build_deep_pair(out, recipe, name=name, in_whole_build=not only and not reuse_targets, tok=tok)
     c = json.loads((out/'corpus.json').read_text())
     c['build'] = dict(seconds=round(time.perf_counter() - t0, 1), threads=torch.get_num_threads(), cores=os.cpu_count(),
                       whole=not only and not reuse_targets)   # only a whole build answers "how long does the zoo take"
     (out/'corpus.json').write_text(json.dumps(c, indent=1))
     return write_card(out)
 
-# %% ../nbs/01f_zoo.ipynb #0c204050
+# %% ../nbs/01f_zoo.ipynb #9ae62b61
 def _draft_entry(d:dict, target:str)->dict:
     return dict(target=target, trainable_params=d['params'], resid_layers=d['resid_layers'], config_ids=d['config_ids'],
                 convention=d['convention'], train=d, heldout_agreement=d['heldout_agreement'])
+
+def _target_entry(d:Path, shape:bool=False)->dict:
+    "A target's build-log entry: its training log, parameters, layers, hidden size (and with `shape`, what makes it DeepSeek-V3-like)."
+    from safetensors import safe_open
+    cfg = json.loads((d/'config.json').read_text())
+    with safe_open(str(d/'model.safetensors'), 'pt') as f: params = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+    e = dict(train=json.loads((d/'train_log.json').read_text()), params=params, layers=cfg['num_hidden_layers'], hidden=cfg['hidden_size'])
+    if shape: e['shape'] = {k: cfg.get(k) for k in ('q_lora_rank', 'kv_lora_rank', 'qk_nope_head_dim', 'qk_rope_head_dim', 'v_head_dim',
+                                                    'num_attention_heads', 'first_k_dense_replace', 'n_routed_experts', 'num_experts_per_tok',
+                                                    'n_shared_experts', 'max_position_embeddings', 'rope_scaling')}
+    return e
 
 MEASURED = '\n## Accept length on held-out prompts\n'   # the section `benchmarks/zoo_quality.py` appends to the card
 
@@ -357,14 +446,14 @@ def write_card(out, keep_measured:bool=False, # keep the card's measured section
     log = dict(recipe=c.pop('recipe'), python=c.pop('python'), torch=c.pop('torch'), build=c.pop('build', None), corpus=c, models={})
     for name, (dname, _) in PAIRS.items():
         if not (out/dname/'train_log.json').exists(): return log
-        t = json.loads((out/name/'train_log.json').read_text())
-        cfg = json.loads((out/name/'config.json').read_text())
-        from safetensors import safe_open
-        with safe_open(str(out/name/'model.safetensors'), 'pt') as f: params = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
-        log['models'][name] = dict(train=t, params=params, layers=cfg['num_hidden_layers'], hidden=cfg['hidden_size'])
+        log['models'][name] = _target_entry(out/name)
         log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
     for dname, (name, _) in OFFDEFAULT.items():
         if not (out/dname/'train_log.json').exists(): return log
+        log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
+    for name, (dname, _) in DEEP.items():
+        if not (out/dname/'train_log.json').exists(): return log
+        log['models'][name] = _target_entry(out/name, shape=True)
         log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
     (out/'build_log.json').write_text(json.dumps(log, indent=1))
     old = (out/'ZOO.md').read_text() if (out/'ZOO.md').exists() else ''
@@ -372,7 +461,7 @@ def write_card(out, keep_measured:bool=False, # keep the card's measured section
     (out/'ZOO.md').write_text(zoo_card(log).rstrip('\n') + ('\n' + kept if kept else ''))
     return log
 
-# %% ../nbs/01f_zoo.ipynb #c15e5c73
+# %% ../nbs/01f_zoo.ipynb #14f3060c
 def _draft_lines(d:dict, conv:str)->list:
     "A draft's line and agreement table on the zoo card."
     return [f"- draft: {d['trainable_params']:,} parameters; trained on resid{d['resid_layers']} "
@@ -393,19 +482,16 @@ def zoo_card(log:dict)->str:
          'training-time-test steps weighted 0.8^k. Agreement below: teacher-forced top-1 agreement between the draft '
          '(mapped through d2t) and the target\'s greedy token on held-out windows, per unrolled step.', '']
     extras = {d: log['models'][d] for d in OFFDEFAULT if d in log['models']}
+    deep = {n: (d, conv) for n, (d, conv) in DEEP.items() if d in log['models']}
     if (b := log.get('build')) and b.get('whole'):
-        later = [f"`{d}` ({e['train']['build_seconds']:.0f} s)" for d, e in extras.items() if not e['train'].get('in_whole_build', True)]
+        later = [f"`{d}` ({e['train']['build_seconds']:.0f} s, against the shipped target)" for d, e in extras.items()
+                 if not e['train'].get('in_whole_build', True)]
+        later += [f"`{n}` + `{d}` ({log['models'][d]['train']['build_seconds']:.0f} s)" for n, (d, _) in deep.items()
+                  if not log['models'][d]['train'].get('in_whole_build', True)]
         L += [f"Whole zoo built by one command (`python -m eagle3_workbench.zoo build`) in {b['seconds']:.0f} s "
               f"({b['seconds'] / 60:.1f} min) wall, {b['threads']} torch threads on {b['cores']} cores"
-              + (f"; {', '.join(later)} was trained afterwards against the shipped target and is not in that time." if later else '.'), '']
-    for name, (dname, conv) in PAIRS.items():
-        t, d = log['models'][name], log['models'][dname]
-        L += [f"## {name} + {dname}", '',
-              f"- target: {t['params']:,} parameters, {t['layers']} layers, hidden {t['hidden']}; trained {t['train']['steps']} steps "
-              f"x {t['train']['batch']} x {t['train']['seq']} tokens, final loss {t['train']['final_loss']:.3f}, "
-              f"non-finite steps skipped: {'not recorded' if t['train'].get('skipped_nonfinite') is None else t['train']['skipped_nonfinite']}, "
-              f"{t['train']['seconds']} s" + (f" ({t['train']['note']})" if t['train'].get('note') else ''),
-              *_draft_lines(d, conv)]
+              + (f"; trained afterwards and not in that time: {', '.join(later)}." if later else '.'), '']
+    for name, (dname, conv) in PAIRS.items(): L += [f"## {name} + {dname}", '', _target_line(log['models'][name]), *_draft_lines(log['models'][dname], conv)]
     for dname, d in extras.items():
         name, conv = OFFDEFAULT[dname]
         dflt = list(default_resid_layers(log['models'][name]['layers']))
@@ -413,7 +499,30 @@ def zoo_card(log:dict)->str:
               f"Trained on resid{d['resid_layers']}, not the engines' default resid{dflt}: an engine that feeds its default, "
               f"or reads the ids one layer off, feeds this draft layers it never saw. Same target (reused, not retrained), vocabulary, "
               f"seeds and steps as `{PAIRS[name][0]}`.", '', *_draft_lines(d, conv)]
+    for name, (dname, conv) in deep.items():
+        t, d = log['models'][name], log['models'][dname]
+        s, r = t['shape'], t['shape']['rope_scaling']
+        L += [f"## {name} + {dname}: the founding case at its true depth", '',
+              f"DeepSeek-V3's shape at hidden {t['hidden']}: {t['layers']} layers; MLA with q_lora_rank {s['q_lora_rank']}, kv_lora_rank "
+              f"{s['kv_lora_rank']}, qk_nope / qk_rope / v head dims {s['qk_nope_head_dim']} / {s['qk_rope_head_dim']} / {s['v_head_dim']}, "
+              f"{s['num_attention_heads']} heads; MoE after {s['first_k_dense_replace']} dense layers ({s['n_routed_experts']} routed experts, "
+              f"top {s['num_experts_per_tok']}, {s['n_shared_experts']} shared); YaRN factor {r['factor']:g} over an original window of "
+              f"{r['original_max_position_embeddings']} tokens (max_position_embeddings {s['max_position_embeddings']}; DeepSeek-V3: 40 x 4,096), "
+              f"beta_fast {r['beta_fast']:g}, beta_slow {r['beta_slow']:g}, mscale {r['mscale']:g}, mscale_all_dim {r['mscale_all_dim']:g}. "
+              f"The draft is configured with SpecForge's \"output of layer\" ids {d['config_ids']}, which SGLang 0.5.6 reads as the layers "
+              f"it was trained on, resid{d['resid_layers']}; the founding case (an engine patched to capture the embedding for id -1, "
+              f"ids [-1, {d['config_ids'][0]}, {d['config_ids'][1]}]) feeds it resid[0, {d['resid_layers'][0]}, {d['resid_layers'][1]}], "
+              "the row \"[embedding, low, mid] (the original case)\" below. Same tokenizer, corpus, draft vocabulary, seeds and draft steps "
+              "as the other pairs; the target trains on 16 sequences per step.", '',
+              _target_line(t), *_draft_lines(d, conv)]
     return '\n'.join(L)
+
+def _target_line(t:dict)->str:
+    "A target's line on the zoo card."
+    return (f"- target: {t['params']:,} parameters, {t['layers']} layers, hidden {t['hidden']}; trained {t['train']['steps']} steps "
+            f"x {t['train']['batch']} x {t['train']['seq']} tokens, final loss {t['train']['final_loss']:.3f}, "
+            f"non-finite steps skipped: {'not recorded' if t['train'].get('skipped_nonfinite') is None else t['train']['skipped_nonfinite']}, "
+            f"{t['train']['seconds']} s" + (f" ({t['train']['note']})" if t['train'].get('note') else ''))
 
 # %% ../nbs/01f_zoo.ipynb #6d0fb06b
 def zoo_listing(root=None)->list:
@@ -421,7 +530,7 @@ def zoo_listing(root=None)->list:
     root = Path(root) if root else zoo_root()
     if not root.exists(): return []
     log = json.loads((root/'build_log.json').read_text()).get('models', {}) if (root/'build_log.json').exists() else {}
-    of = {d: t for t, (d, _) in PAIRS.items()} | {d: t for d, (t, _) in OFFDEFAULT.items()}   # draft -> its target
+    of = {d: t for t, (d, _) in [*PAIRS.items(), *DEEP.items()]} | {d: t for d, (t, _) in OFFDEFAULT.items()}   # draft -> its target
     out = []
     for p in sorted(x for x in root.iterdir() if x.is_dir() and (x/'config.json').exists()):
         c, m = json.loads((p/'config.json').read_text()), log.get(p.name, {})
@@ -443,10 +552,10 @@ def zoo_listing(root=None)->list:
 
 # %% ../nbs/01f_zoo.ipynb #8486b069
 def main(argv=None):
-    "`python -m eagle3_workbench.zoo build|build-offdefault|list|path|card`."
+    "`python -m eagle3_workbench.zoo build|build-offdefault|build-deep|list|path|card`."
     ap = argparse.ArgumentParser(prog='eagle3_workbench.zoo', description='Build or inspect the embedded model zoo.')
-    ap.add_argument('command', choices=['build', 'build-offdefault', 'list', 'path', 'card'])
-    ap.add_argument('--only', nargs='+', choices=list(PAIRS), help='build only these targets (and their drafts)')
+    ap.add_argument('command', choices=['build', 'build-offdefault', 'build-deep', 'list', 'path', 'card'])
+    ap.add_argument('--only', nargs='+', choices=list(PAIRS) + list(DEEP), help='build only these targets (and their drafts)')
     ap.add_argument('--reuse-targets', action='store_true', help='keep trained targets found in --out; train only the drafts')
     ap.add_argument('--threads', type=int, default=None, help='torch threads (1 per process is fastest when two builds share 2 cores)')
     ap.add_argument('--out', help='output folder (default: the package zoo_data)')
@@ -459,6 +568,9 @@ def main(argv=None):
     elif a.command == 'build-offdefault':   # retrain the off-default draft against the target in --out, then rewrite the card
         build_offdefault_draft(a.out, recipe, steps=a.steps)
         write_card(Path(a.out) if a.out else zoo_root(), keep_measured=True)   # the accept-length section measures the default pairs only
+    elif a.command == 'build-deep':   # train the 61-layer pair in a built zoo (its tokenizer and prompts), then rewrite the card
+        build_deep_pair(a.out, recipe)
+        write_card(Path(a.out) if a.out else zoo_root(), keep_measured=True)
     elif a.command == 'card': write_card(Path(a.out) if a.out else zoo_root())
     elif a.command == 'path': print(zoo_root())
     else: print('\n'.join(zoo_listing()))

@@ -6,7 +6,7 @@ from safetensors.torch import load_file
 from eagle3_workbench.loading import load_target, load_draft, load_pair, resolve_path, zoo_root
 from eagle3_workbench.draft import ModelLoadError
 from eagle3_workbench.wiring import engine_readings
-from eagle3_workbench.zoo import (build_zoo, build_offdefault_draft, ZooRecipe, PAIRS, OFFDEFAULT, corpus_files, encode_files,
+from eagle3_workbench.zoo import (build_zoo, build_offdefault_draft, build_deep_pair, ZooRecipe, PAIRS, OFFDEFAULT, corpus_files, encode_files,
                                   heldout_windows, teacher_forced_agreement, zoo_listing)
 from eagle3_workbench.doctor import read_training_dump
 
@@ -64,7 +64,7 @@ def test_zoo_name_errors():
 def test_miniature_build_runs_same_code_path(tmp_path):
     log = build_zoo(tmp_path, ZooRecipe.miniature())
     assert (tmp_path/'ZOO.md').exists() and set(log['models']) == {'tiny-dsv3', 'tiny-dsv3-eagle3', 'tiny-llama', 'tiny-llama-eagle3',
-                                                                  'tiny-dsv3-eagle3-offdefault'}
+                                                                  'tiny-dsv3-eagle3-offdefault', 'deep-dsv3', 'deep-dsv3-eagle3'}
     pair = load_pair(str(tmp_path/'tiny-dsv3'), str(tmp_path/'tiny-dsv3-eagle3'))
     assert pair.n_layers == 8 and pair.draft.config.draft_vocab_size == 128
     assert len(list((tmp_path/'tiny-dsv3-eagle3'/'training_dump'/'rows_0-2000').glob('*.ckpt'))) == 8
@@ -77,6 +77,16 @@ def test_miniature_build_runs_same_code_path(tmp_path):
     build_offdefault_draft(tmp_path, ZooRecipe.miniature())
     after = load_file(tmp_path/'tiny-dsv3-eagle3-offdefault'/'model.safetensors')
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    # the deep pair of the miniature: 13 layers (61 in the full recipe), its draft on resid[3, 7, 11] read by SGLang 0.5.6 from ids [2, 6, 10]
+    deep = load_pair(str(tmp_path/'deep-dsv3'), str(tmp_path/'deep-dsv3-eagle3'), engine='sglang==0.5.6')
+    assert deep.n_layers == 13 and deep.wiring.resid_layers == (3, 7, 11) and deep.report.embedding == 'target'
+    assert deep.target.config.rope_parameters['rope_type'] == 'yarn' and log['models']['deep-dsv3-eagle3']['train']['in_whole_build']
+    # built alone against the built zoo (its tokenizer, as `build-deep` does), the pair is the same: the build is reproducible
+    before = {d: load_file(tmp_path/d/'model.safetensors') for d in ('deep-dsv3', 'deep-dsv3-eagle3')}
+    build_deep_pair(tmp_path, ZooRecipe.miniature())
+    for d, b in before.items():
+        a = load_file(tmp_path/d/'model.safetensors')
+        assert b.keys() == a.keys() and all(torch.equal(b[k], a[k]) for k in b), d
 
 OFF = 'tiny-dsv3-eagle3-offdefault'
 
@@ -130,5 +140,5 @@ def test_zoo_list_says_offdefault():
     line = next(l for l in zoo_listing() if l.startswith(f'zoo:{OFF} '))
     assert "EAGLE-3 draft of zoo:tiny-dsv3" in line and "trained on resid[4, 9, 11], not the engines' default resid[2, 6, 9]" in line
     assert "config ids [3, 8, 10], specforge convention" in line
-    assert not any("not the engines' default" in l for l in zoo_listing() if not l.startswith(f'zoo:{OFF} '))
+    assert not any("not the engines' default" in l for l in zoo_listing() if not l.startswith((f'zoo:{OFF} ', 'zoo:deep-dsv3-eagle3 ')))
     assert f"## {OFF}" in (zoo_root()/'ZOO.md').read_text() and OFF in json.loads((zoo_root()/'build_log.json').read_text())['models']
