@@ -492,7 +492,7 @@ def _trained(ev:Evidence)->tuple: # (trained wiring or None, identified by the d
         findings += _mismatch(configured, trained, 'identified from the training dump', dict(trained=list(trained), fed=list(configured or []), cosine=cosine))
     from_dump, ref = trained is not None, sw.index(configured) if sw else None
     if trained is None and enough_evidence(sw) and ref is not None and (win := beats(sw, ref)) and float(sw.agreement[win[0]]) >= 0.3:
-        b = win[0]; g, se, z = sw.paired(ref); trained = sw.wirings[b]
+        b = _named_in_config(ev, sw, win); g, se, z = sw.paired(ref); trained = sw.wirings[b]
         findings += _mismatch(configured, trained, f"agreement {float(sw.agreement[ref]):.3f} as fed vs {float(sw.agreement[b]):.3f}; paired fit gain "
                               f"{float(g[b]):+.4f} nats/token (z {float(z[b]):.1f} > {holm_threshold(sw.family - 1):.2f}, Holm over {sw.family - 1} "
                               f"candidates, {sw.prompts} prompts)", dict(gain=round(float(g[b]), 4), z=round(float(z[b]), 2), beaten_by=len(win)))
@@ -501,6 +501,13 @@ def _trained(ev:Evidence)->tuple: # (trained wiring or None, identified by the d
         order = sw.mean_fit.argsort(descending=True).tolist()
         fallback = sw.wirings[next((i for i in order if 0 not in sw.wirings[i]), order[0])]
     return trained, from_dump, findings, fallback
+
+def _named_in_config(ev:Evidence, sw:Sweep, win:list)->int:
+    "Of the wirings that beat the fed one (`win`, best first): the best, unless the search cannot tell it from one that some engine's reading of the config feeds; then the best such reading."
+    _, _, z = sw.paired(win[0])
+    zt, own = holm_threshold(sw.family - 1), {tuple(r.fed) for r in ev.readings if r.fed}
+    named = [i for i in win if sw.wirings[i] in own and (i == win[0] or abs(float(z[i])) < zt)]
+    return max(named, key=lambda i: float(sw.mean_fit[i])) if named else win[0]
 
 def recommended_wiring(ev:Evidence)->tuple|None:
     "The wiring the evidence points to: the trained one where something identifies it, else the fed one (None when nothing can run)."
