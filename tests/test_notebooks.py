@@ -35,7 +35,10 @@ def test_a_failing_chapter_is_reported(tmp_path):
     import nbformat
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('x = 1'), nbformat.v4.new_code_cell("assert x == 2, 'planted'")])
     nbformat.write(nb, tmp_path/'bad.ipynb')
-    ok, _, err = run_chapter(str(tmp_path/'bad.ipynb'))
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(1, mp_context=mp.get_context('spawn')) as ex:   # not here: an IPython shell would stay in this process
+        ok, _, err = ex.submit(run_chapter, str(tmp_path/'bad.ipynb')).result()
     assert not ok and 'planted' in err
 
 @pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
