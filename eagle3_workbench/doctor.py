@@ -8,11 +8,12 @@ import copy, time
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 import torch
-from .conventions import read_aux_ids, from_resid, default_resid_layers
+from .conventions import from_resid, default_resid_layers
 from .engines import Engine, EDITABLE, RECOMMENDED_IDS
-from .wiring import engine_readings, disagreements, resolve_wiring, draft_config_edit, ConfigEdit
+from .wiring import engine_readings, draft_config_edit, ConfigEdit
 from .findings import Finding, by_severity, DRAFT_FAULTS
-from .variants import variant_problems, computing, trained_math
+from .variants import computing, trained_math
+from .checks import static_findings, top_resid, embedding_fed
 from .capture import Capture
 from .sglang.compare import wrong_tensor_from_capture
 from .records import load_tensor
@@ -26,131 +27,9 @@ from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, beats, tie
 from .loading import target_parts
 
 # %% auto #0
-__all__ = ['USEFUL_AGREEMENT', 'static_findings', 'fed_from_capture', 'fed_wiring', 'read_training_dump',
-           'match_training_features', 'training_dump_match', 'Evidence', 'Recommendation', 'recommended_wiring',
-           'decide', 'Diagnosis', 'unusable_diagnosis', 'diagnose']
-
-# %% ../nbs/04a_doctor.ipynb #2f1c64af
-def _vocab_findings(draft)->list:
-    c, out = draft.config, []
-    d2t, t2d = draft.d2t.cpu(), draft.t2d.cpu()
-    if c.draft_vocab_size < c.vocab_size and int(d2t.abs().sum()) == 0:
-        out.append(Finding('VOCAB_MAP_MISSING', 'error', f"d2t is all zeros while the draft vocabulary ({c.draft_vocab_size}) is smaller "
-                           f"than the target's ({c.vocab_size}): draft id i is read as target id i",
-                           dict(draft_vocab=c.draft_vocab_size, vocab=c.vocab_size)))
-        return out
-    tgt = torch.arange(c.draft_vocab_size) + d2t
-    problems = {}
-    if (tgt < 0).any() or (tgt >= c.vocab_size).any(): problems['out_of_range'] = int(((tgt < 0) | (tgt >= c.vocab_size)).sum())
-    if len(tgt) > 1 and not bool((tgt[1:] > tgt[:-1]).all()): problems['not_increasing_at'] = int((tgt[1:] <= tgt[:-1]).nonzero()[0]) + 1
-    if t2d.shape[0] == c.vocab_size and not ((tgt >= 0) & (tgt < c.vocab_size)).logical_not().any():
-        mark = torch.zeros(c.vocab_size, dtype=torch.bool); mark[tgt] = True
-        if not torch.equal(mark, t2d.bool()): problems['t2d_disagrees'] = int((mark != t2d.bool()).sum())
-    if problems:
-        out.append(Finding('VOCAB_MAP_INVALID', 'error', 'the vocabulary map is inconsistent: ' +
-                           ', '.join(f"{k.replace('_', ' ')}: {v}" for k, v in problems.items()), problems))
-    return out
-
-def _rope_findings(pair)->list:
-    c, t = pair.draft.config, pair.target.config
-    tp = getattr(t, 'rope_parameters', None) or {}
-    ttheta = tp.get('rope_theta', getattr(t, 'rope_theta', None))
-    if not c.rope_theta_given:
-        return [Finding('ROPE_MISMATCH', 'warning', f"the draft config has no rope_theta: engines use 10000, the target uses {ttheta}",
-                        dict(draft_rope_theta=None, target_rope_theta=ttheta))]
-    if ttheta is not None and abs(float(ttheta) - c.rope_theta) > 1e-6 * max(1.0, float(ttheta)):
-        return [Finding('ROPE_MISMATCH', 'warning', f"draft rope_theta {c.rope_theta:g} differs from the target's {float(ttheta):g}",
-                        dict(draft_rope_theta=c.rope_theta, target_rope_theta=ttheta))]
-    return []
-
-def _scaling(d:dict|None)->dict|None:
-    "A rope config as {rope_type, factor, original_max_position_embeddings} (None for plain rope), from either spelling."
-    d = dict(d or {})
-    t = d.get('rope_type', d.get('type', 'default'))
-    if t in ('default', 'mrope', None) or 'mrope_section' in d: return None
-    return {k: v for k, v in dict(rope_type=t, factor=d.get('factor'), original_max_position_embeddings=d.get('original_max_position_embeddings')).items()
-            if v is not None}
-
-def _scaling_findings(pair)->list:
-    "ROPE_SCALING_MISMATCH when the draft's rope scaling differs from the target's in type, factor or original length."
-    t = pair.target.config
-    ts = _scaling(getattr(t, 'rope_parameters', None) or getattr(t, 'rope_scaling', None))
-    ds = _scaling(pair.draft.config.rope_scaling)
-    if ts is None and ds is None: return []
-    keys = ('rope_type', 'factor', 'original_max_position_embeddings')
-    diff = ['rope_type'] if ts is None or ds is None else [k for k in keys if k in ts and k in ds and ts[k] != ds[k]]
-    if not diff: return []
-    say = lambda s: 'plain rope' if s is None else ', '.join(f"{k} {v}" for k, v in s.items())
-    return [Finding('ROPE_SCALING_MISMATCH', 'warning', f"the draft's rope scaling ({say(ds)}) differs from the target's ({say(ts)}) in "
-                    f"{', '.join(diff)}: positions rotate differently from the target's, worse the longer the context",
-                    dict(draft=ds, target=ts, differs=diff))]
-
-def _positions_findings(pair)->list:
-    "DRAFT_POSITIONS_SHORT when the draft's max_position_embeddings (given, or the 2048 config classes default to) is below the target's."
-    c, tmax = pair.draft.config, getattr(pair.target.config, 'max_position_embeddings', None)
-    given = 'max_position_embeddings' in (c.raw or {})
-    if tmax is None or c.max_position_embeddings >= tmax: return []
-    how = f"max_position_embeddings {c.max_position_embeddings}" if given else f"no max_position_embeddings (config classes default to {c.max_position_embeddings})"
-    return [Finding('DRAFT_POSITIONS_SHORT', 'warning', f"the draft config has {how}, the target {tmax}: engines that size the draft's rope "
-                    "and position limits from its own config (SGLang's and vLLM's draft models build them from the draft config) leave it "
-                    "short past that length; acceptance falls on long prompts (a draft left at 2048 is the known case, SpecForge PR #271)",
-                    dict(draft=c.max_position_embeddings, draft_given=given, target=tmax))]
-
-# %% ../nbs/04a_doctor.ipynb #df000349
-def _top(pair, engine:Engine|None)->int:
-    "The highest resid index `engine` can feed: N where that release captures resid[N] (the last layer's output), else N - 1."
-    n = pair.n_layers
-    return n if engine is not None and engine.reach(n, n, pair.model_type).captured else n - 1
-
-def _variant_findings(pair, engine:Engine)->list:
-    "VARIANT_IGNORED: one finding per draft key the deploying SGLang / vLLM / TensorRT-LLM release ignores or misreads."
-    if not engine.serves: return []
-    return [Finding('VARIANT_IGNORED', 'error', p.message, dict(p.evidence, key=p.key))
-            for p in variant_problems(pair.draft.config, engine=engine)]   # the DraftConfig: the math the workbench computes for it
-
-def static_findings(pair, engine=None, # the deploying engine: an `Engine` or a name (None: the pair's)
-                    algorithm:str='EAGLE3', # the --speculative-algorithm the draft is served with
-                    readings:list|None=None, # `engine_readings` of the draft config, when the caller has them
-                   )->tuple: # (findings, configured resid or None)
-    "Findings that need no forward pass, and the wiring the engine would feed."
-    engine = Engine.parse(engine if engine is not None else pair.wiring.engine, 'engine')
-    c, cfg, n, mtype = pair.draft.config, pair.draft.config.raw, pair.n_layers, pair.model_type
-    th = pair.target.config.hidden_size
-    out = []
-    if c.use_aux_hidden_state and c.fc_in_features != c.num_aux * th:
-        out.append(Finding('HIDDEN_SIZE_MISMATCH', 'error', f"fc takes {c.fc_in_features} inputs but {c.num_aux} aux layers x target hidden "
-                           f"{th} = {c.num_aux * th}", dict(fc_in=c.fc_in_features, num_aux=c.num_aux, target_hidden=th)))
-    arch = ' '.join(cfg.get('architectures') or [])
-    why = []
-    if algorithm.upper() != 'EAGLE3': why.append(f"served with --speculative-algorithm {algorithm}")
-    if 'Eagle3' not in arch and 'eagle3' not in str(cfg.get('model_type', '')) and 'eagle3' not in str(cfg.get('speculators_model_type', '')):
-        why.append(f"architectures {cfg.get('architectures')} do not name an EAGLE-3 draft")
-    if not c.use_aux_hidden_state: why.append('use_aux_hidden_state is false')
-    if c.use_aux_hidden_state and c.fc_in_features == c.hidden_size:
-        why.append(f"fc input width {c.fc_in_features} equals the hidden size, so width-based engines skip fc")
-    if why: out.append(Finding('FC_SKIPPED', 'error', 'the draft would run without its fc projection: ' + '; '.join(why), dict(reasons=why)))
-    out += _vocab_findings(pair.draft) + _rope_findings(pair) + _scaling_findings(pair) + _positions_findings(pair) + _variant_findings(pair, engine)
-    ids = read_aux_ids(cfg)
-    if ids['nested'] is None and ids['top_level'] is None:
-        out.append(Finding('AUX_CONFIG_MISSING', 'warning', f"no eagle_aux_hidden_state_layer_ids in the draft config: every engine silently "
-                           f"uses resid{list(default_resid_layers(n))}", dict(default=list(default_resid_layers(n)))))
-    readings = engine_readings(cfg, n, mtype) if readings is None else readings
-    if dis := disagreements(readings):
-        out.append(Finding('CONVENTION_AMBIGUOUS', 'warning', '; '.join(dis),
-                           {r.engine: dict(field=r.field, ids=r.ids, fed=list(r.fed)) for r in readings}))
-    w = pair.wiring if engine == pair.wiring.engine else resolve_wiring(cfg, n, engine, mtype)   # the pair's, when it is this engine's
-    configured = tuple(w.resid_layers)
-    if len(configured) < c.num_aux:
-        out.append(Finding('AUX_UNREACHABLE', 'error', f"{engine} would feed only {len(configured)} of {c.num_aux} states, resid{list(configured)}: "
-                           + '; '.join(w.problems), dict(fed=list(configured), n_layers=n, problems=list(w.problems))))
-        configured = None
-    elif 0 in configured: out.append(_embedding_fed(engine, configured, ' (no EAGLE-3 recipe trains on the embedding)'))
-    return out, configured
-
-def _embedding_fed(who:str, fed:tuple, why:str='')->Finding:
-    "AUX_EMBEDDING_CAPTURED: `who` feeds resid[0] in some chunk."
-    return Finding('AUX_EMBEDDING_CAPTURED', 'error', f"{who} feeds resid[0], the token embedding, in chunk {fed.index(0)}: resid{list(fed)}{why}",
-                   dict(fed=list(fed)))
+__all__ = ['USEFUL_AGREEMENT', 'fed_from_capture', 'fed_wiring', 'read_training_dump', 'match_training_features',
+           'training_dump_match', 'Evidence', 'Recommendation', 'recommended_wiring', 'decide', 'Diagnosis',
+           'unusable_diagnosis', 'diagnose']
 
 # %% ../nbs/04a_doctor.ipynb #3e729490
 def fed_from_capture(pair, records, # `Record`s captured in the deployment (full mode for draft.fc.in)
@@ -200,13 +79,13 @@ def fed_wiring(pair, findings:list, # the static findings
     n, configured = pair.n_layers, tuple(wiring)
     findings = [f for f in findings if f.code not in ('AUX_EMBEDDING_CAPTURED', 'AUX_UNREACHABLE')]
     src = 'the deployment capture shows it' if deployed else 'the deployment'
-    top = _top(pair, engine)
+    top = top_resid(pair, engine)
     if any(not 0 <= k <= top for k in configured):
         why = f": {Engine.parse(engine).reach(n, n, pair.model_type).why}" if n in configured else ''
         findings.append(Finding('AUX_UNREACHABLE', 'error', f"wiring resid{list(configured)} has indices outside 0 .. {top}{why}",
                                 dict(fed=list(configured), top=top)))
         configured = None
-    elif 0 in configured: findings.append(_embedding_fed(src, configured))
+    elif 0 in configured: findings.append(embedding_fed(src, configured))
     return findings, configured, deployed
 
 # %% ../nbs/04a_doctor.ipynb #b5abfd1a
@@ -675,7 +554,7 @@ def diagnose(pair, # a loaded `Pair`
         else: bar.set_postfix_str('wiring search')
         table = agreement_table(rec, pair.draft, seqs)   # kept: another question about this pair and prompts reuses its scores
         ev.sweep = wiring_sweep(table, n, _seeds(ev.configured, n, readings, _identified(ev.training_match)),
-                                top=_top(pair, engine), layers=rec.layers)   # resid[N] only where this engine release captures it
+                                top=top_resid(pair, engine), layers=rec.layers)   # resid[N] only where this engine release captures it
         ev.null = table.score((None,) * pair.draft.config.num_aux)   # fed zeros: does the draft read its features?
         if ev.configured and any(f.code == 'VARIANT_IGNORED' for f in ev.findings):   # what the ignored keys cost, measured
             ev.findings = _measured(ev.findings, variant_impact(table, engine, ev.configured))

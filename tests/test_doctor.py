@@ -9,6 +9,7 @@ from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.wiring import resolve_wiring
 from eagle3_workbench.conventions import default_resid_layers
 import eagle3_workbench.doctor as doc
+import eagle3_workbench.checks as checks
 import eagle3_workbench.search as search
 
 def _pass(pair, prompts):
@@ -207,36 +208,36 @@ def test_variant_ignored_per_release(engine, ignored):
     "A SpecForge fc_norm draft: SGLang reads fc_norm from 0.5.12, vLLM from 0.22.0 (engines.VARIANT_SUPPORT); SpecForge is no serving engine."
     from eagle3_workbench.engines import Engine
     p = planted(lambda c: c.update(fc_norm=True), _fc_norm_weights)
-    fs = [f for f in doc.static_findings(p, engine)[0] if f.code == 'VARIANT_IGNORED']
+    fs = [f for f in checks.static_findings(p, engine)[0] if f.code == 'VARIANT_IGNORED']
     if engine != 'specforge': assert (Engine.parse(engine).variant_support()['fc_norm'].reading == 'ignored') == ignored   # the rule the expectation comes from
     assert bool(fs) == ignored, [f.message for f in fs]
     if ignored:
         (f,) = fs
         assert f.severity == 'error' and f.evidence['key'] == 'fc_norm' and f.evidence['trainer'] == 'specforge' and 'fc_norm' in f.message
         assert f.evidence['trained'] == 'per_chunk' and f.evidence['served'] == 'no_fc_norm'
-    assert not [f for f in doc.static_findings(pair_of('tiny-dsv3'), engine)[0] if f.code == 'VARIANT_IGNORED']   # no variant: nothing to ignore
+    assert not [f for f in checks.static_findings(pair_of('tiny-dsv3'), engine)[0] if f.code == 'VARIANT_IGNORED']   # no variant: nothing to ignore
 
 def test_draft_positions_short():
-    fs = [f for f in doc.static_findings(planted(lambda c: c.update(max_position_embeddings=512)))[0] if f.code == 'DRAFT_POSITIONS_SHORT']
+    fs = [f for f in checks.static_findings(planted(lambda c: c.update(max_position_embeddings=512)))[0] if f.code == 'DRAFT_POSITIONS_SHORT']
     assert len(fs) == 1 and fs[0].severity == 'warning' and fs[0].evidence == dict(draft=512, draft_given=True, target=1024)
     assert '512' in fs[0].message and '1024' in fs[0].message
     for edit in (lambda c: c.update(max_position_embeddings=1024), lambda c: c.update(max_position_embeddings=4096), lambda c: c.pop('max_position_embeddings')):
-        assert 'DRAFT_POSITIONS_SHORT' not in {f.code for f in doc.static_findings(planted(edit))[0]}   # absent: config classes' 2048 >= 1024
+        assert 'DRAFT_POSITIONS_SHORT' not in {f.code for f in checks.static_findings(planted(edit))[0]}   # absent: config classes' 2048 >= 1024
 
 def test_rope_scaling_mismatch(tmp_path):
     import json, shutil
     scaled = lambda c: c.update(rope_scaling={'rope_type': 'linear', 'factor': 2.0})
-    fs = [f for f in doc.static_findings(planted(scaled))[0] if f.code == 'ROPE_SCALING_MISMATCH']   # the zoo target: plain rope
+    fs = [f for f in checks.static_findings(planted(scaled))[0] if f.code == 'ROPE_SCALING_MISMATCH']   # the zoo target: plain rope
     assert len(fs) == 1 and fs[0].evidence['differs'] == ['rope_type'] and fs[0].evidence['target'] is None
     t = tmp_path/'target'; shutil.copytree(resolve_path('zoo:tiny-dsv3'), t)   # a target with linear scaling, factor 4
     c = json.loads((t/'config.json').read_text()); c['rope_parameters'] = {'rope_theta': 10000.0, 'rope_type': 'linear', 'factor': 4.0}
     (t/'config.json').write_text(json.dumps(c))
-    fs = [f for f in doc.static_findings(planted(scaled, target=str(t)))[0] if f.code == 'ROPE_SCALING_MISMATCH']
+    fs = [f for f in checks.static_findings(planted(scaled, target=str(t)))[0] if f.code == 'ROPE_SCALING_MISMATCH']
     assert len(fs) == 1 and fs[0].evidence['differs'] == ['factor'], [f.evidence for f in fs]
     same = lambda c: c.update(rope_scaling={'type': 'linear', 'factor': 4.0})   # the older spelling, same scaling
-    codes = {f.code for f in doc.static_findings(planted(same, target=str(t)))[0]}
+    codes = {f.code for f in checks.static_findings(planted(same, target=str(t)))[0]}
     assert 'ROPE_SCALING_MISMATCH' not in codes and 'ROPE_MISMATCH' not in codes
-    assert 'ROPE_SCALING_MISMATCH' in {f.code for f in doc.static_findings(planted(target=str(t)))[0]}   # the draft unscaled
+    assert 'ROPE_SCALING_MISMATCH' in {f.code for f in checks.static_findings(planted(target=str(t)))[0]}   # the draft unscaled
 
 @pytest.mark.parametrize('engine, reachable', [('vllm==0.33.0', True), ('vllm==0.18.0', False), ('sglang==0.5.20', False)])
 def test_aux_unreachable_only_where_the_release_cannot_capture(engine, reachable):
@@ -244,7 +245,7 @@ def test_aux_unreachable_only_where_the_release_cannot_capture(engine, reachable
     from eagle3_workbench.engines import Engine
     p = planted(lambda c: c.update(eagle_aux_hidden_state_layer_ids=[2, 6, 12]))
     assert Engine.parse(engine).reach(12, 12, 'deepseek_v3').captured == reachable   # the rule the expectation comes from
-    fs, conf = doc.static_findings(p, engine)
+    fs, conf = checks.static_findings(p, engine)
     assert ('AUX_UNREACHABLE' in {f.code for f in fs}) == (not reachable and engine.startswith('vllm')), [f.message for f in fs]
     if reachable: assert conf == (2, 6, 12)
     fs, conf, _ = doc.fed_wiring(p, [], None, wiring=(2, 6, 12), engine=Engine.parse(engine))   # the deployment feeds resid[N]

@@ -5,7 +5,7 @@ planted config fault read from a recording; docs/reference.md §7 lists them all
 import contextlib, io, json
 from dataclasses import replace
 import pytest, torch
-from conftest import planted, aux_ids, error_codes
+from conftest import planted, error_codes
 from eagle3_workbench.loading import load_pair
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.draft import ModelLoadError
@@ -69,7 +69,7 @@ def test_moved_norm_is_named_from_the_later_steps(zoo):
 
 def test_eagle_flag_skips_fc(zoo):
     "Served with --speculative-algorithm EAGLE: the fc is skipped (sgl-project/sglang#21272)."
-    from eagle3_workbench.doctor import static_findings
+    from eagle3_workbench.checks import static_findings
     fs, _ = static_findings(zoo, algorithm='EAGLE')
     assert 'FC_SKIPPED' in {f.code for f in fs if f.severity == 'error'}
     assert 'FC_SKIPPED' not in {f.code for f in static_findings(zoo)[0]}
@@ -95,7 +95,8 @@ def _vocab_map_broken(sd):
     ('d2t missing', lambda sd: (sd.pop('d2t'), sd.pop('t2d')), 'VOCAB_MAP_MISSING'),
     ('d2t and t2d disagree', _vocab_map_broken, 'VOCAB_MAP_INVALID')])
 def test_vocabulary_map_faults_are_unusable(label, edit, code, zoo):
-    from eagle3_workbench.doctor import static_findings, _verdict
+    from eagle3_workbench.checks import static_findings
+    from eagle3_workbench.doctor import _verdict
     fs, _ = static_findings(planted(edit_weights=edit))
     assert code in {f.code for f in fs if f.severity == 'error'} and _verdict(fs) == 'unusable', (label, fs)
     assert _verdict(static_findings(zoo)[0]) == 'ok'   # the shipped map: clean
