@@ -22,9 +22,10 @@ from .wiring import resolve_wiring
 from .sglang.compare import pp_stage_findings
 
 # %% auto #0
-__all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'pair_facts',
-           'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'Trend', 'acceptance_trend',
-           'zero_acceptance', 'DeploymentComparison', 'compare_observed', 'comparison_figure', 'compare_deployment']
+__all__ = ['STATUS', 'SIGNATURES', 'MIN_REQUESTS', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs',
+           'pair_facts', 'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'Trend',
+           'acceptance_trend', 'acceptance_by_context', 'zero_acceptance', 'DeploymentComparison', 'compare_observed',
+           'comparison_figure', 'compare_deployment']
 
 # %% ../nbs/04c_observed.ipynb #4c40a1a5
 def expectation_settings(observed:Observed, # what the deployment printed
@@ -82,7 +83,8 @@ def pair_facts(pair)->dict:
     c = pair.draft.config
     return dict(eagle3=bool(c.use_aux_hidden_state), target_hidden=c.target_hidden_size, draft_hidden=c.hidden_size,
                 n_layers=getattr(pair.target, 'n_layers', None) or pair.n_layers, model_type=pair.model_type,
-                vocab_map=pair.report.vocab_map, lm_head=pair.report.lm_head, draft_vocab_given=c.draft_vocab_given)
+                vocab_map=pair.report.vocab_map, lm_head=pair.report.lm_head, draft_vocab_given=c.draft_vocab_given,
+                draft_positions=c.max_position_embeddings)
 
 def expected_acceptance(pair, # a `Pair` from `load_pair`, loaded for the deployment's engine
                         prompts:list, # the prompts the deployment served
@@ -345,6 +347,37 @@ def acceptance_trend(observed:Observed, # an output read from a log (`Observed.t
     down = hi < 0 and slope * max(spans) < -tol
     return Trend('drifting down' if down else 'no drift', slope, (lo, hi), m, len(spans), max(spans), _resets(y, seg))
 
+# %% ../nbs/04c_observed.ipynb #f549c374
+MIN_REQUESTS = 5   # per side of the draft's position limit
+
+def _pooled(gs:list)->float|None: return sum(map(sum, gs)) / sum(map(len, gs)) if gs else None
+
+def _diff_ci(a:list, b:list, n:int=2000, seed:int=0, level:float=0.95)->tuple:
+    "Percentile bootstrap interval of pooled mean(b) - pooled mean(a), resampling whole requests on each side."
+    gen = torch.Generator().manual_seed(seed)
+    def draws(gs):
+        sums = torch.tensor([float(sum(g)) for g in gs], dtype=torch.float64); lens = torch.tensor([len(g) for g in gs], dtype=torch.float64)
+        pick = torch.randint(len(gs), (n, len(gs)), generator=gen)
+        return sums[pick].sum(1) / lens[pick].sum(1)
+    d = (draws(b) - draws(a)).sort().values.tolist()
+    return d[int((1 - level) / 2 * n)], d[min(n - 1, int((1 + level) / 2 * n))]
+
+def acceptance_by_context(observed:Observed, limit:int, # the draft's max_position_embeddings
+                          level:float=0.95)->dict|None: # None when the output gives no request's context
+    "Accept length of the requests that ended within `limit` positions against those beyond it, the difference with its interval, and bins."
+    rows = [(c, g) for c, g in zip(observed.contexts, observed.groups) if c is not None and g]
+    if not rows: return None
+    within, beyond = [g for c, g in rows if c <= limit], [g for c, g in rows if c > limit]
+    edges = [0, limit // 2, limit, 2 * limit, max(c for c, _ in rows) + 1]
+    bins = [dict(context=f"{lo + 1}..{hi}", requests=len(gs), accept_length=_pooled(gs))
+            for lo, hi in zip(edges, edges[1:]) if hi > lo for gs in [[g for c, g in rows if lo < c <= hi]]]
+    out = dict(limit=limit, within=len(within), beyond=len(beyond), within_accept=_pooled(within), beyond_accept=_pooled(beyond),
+               difference=None, ci=None, bins=bins, verdict='not enough evidence')
+    if min(len(within), len(beyond)) < MIN_REQUESTS: return out
+    ci = _diff_ci(within, beyond, level=level)
+    return dict(out, difference=out['beyond_accept'] - out['within_accept'], ci=ci,
+                verdict='falls beyond the limit' if ci[1] < 0 else 'no drop shown')
+
 # %% ../nbs/04c_observed.ipynb #74b01e45
 ZERO_CAUSES = [   # (code, cause, check, how it is told apart): the causes that give exactly zero acceptance
     ('FC_SKIPPED', "fc skipped: an EAGLE-3 draft served as plain EAGLE (SGLang PR #21272)", _algorithm,
@@ -396,6 +429,13 @@ def _comparison_findings(cmp)->list:
                '; '.join(c.text for c in z['causes'] if c.status != 'ruled out')
         out.append(Finding('ACCEPT_ZERO', 'error', f"{_zero_said(z)}, where the pair accepts {z['in_process']:.2f} "
                            f"in-process; of the causes that give exactly zero, {lead}", dict(z, causes=[c.to_json() for c in z['causes']])))
+    if cmp.context and cmp.context['verdict'] == 'falls beyond the limit':
+        c = cmp.context
+        out.append(Finding('DRAFT_POSITIONS_SHORT', 'error', f"requests whose context ran beyond the draft's max_position_embeddings {c['limit']} "
+                           f"accept {c['beyond_accept']:.2f} tokens per step against {c['within_accept']:.2f} within it ({c['beyond']} / {c['within']} "
+                           f"requests; difference {c['difference']:+.2f}, 95% CI [{c['ci'][0]:+.2f}, {c['ci'][1]:+.2f}], unpaired: the long "
+                           "requests may differ otherwise too): give the draft the served context (max_position_embeddings, the target's rope "
+                           "scaling) or retrain it on longer sequences", json_ready(c)))
     if cmp.trend and cmp.trend.verdict == 'drifting down':
         out.append(Finding('ACCEPT_DRIFT', 'error', f"{cmp.trend.summary()}: acceptance falls while the server runs, the signature of a cache "
                            "reuse fault (vllm-project/vllm#41838); compare with prefix caching off, or after a cache flush", cmp.trend.to_json()))
@@ -440,6 +480,7 @@ class DeploymentComparison:
     causes: list = field(default_factory=list)   # `Cause`s of the signature, ranked (below expectation only)
     trend: Trend|None = None                     # the accept length over the log's time course
     zero: dict|None = None                       # `zero_acceptance`: when the deployment accepted nothing
+    context: dict|None = None                    # `acceptance_by_context`: requests within / beyond the draft's positions
     def findings(self)->list: return _comparison_findings(self)
 
     def __str__(self)->str:
@@ -450,6 +491,9 @@ class DeploymentComparison:
             lines += [f"  zero acceptance: {_zero_said(z)}; in-process the pair accepts {z['in_process']:.2f}"]
             lines += _cause_lines(z['causes'])
         if self.trend and self.trend.verdict != 'not enough evidence': lines.append(f"  over time: {self.trend.verdict}, {self.trend.summary()}")
+        if c := self.context:
+            lines.append(f"  by context: {c['within']} requests within the draft's {c['limit']} positions accept {c['within_accept'] or float('nan'):.2f}, "
+                         f"{c['beyond']} beyond it {c['beyond_accept'] or float('nan'):.2f} ({c['verdict']})")
         lines += [f"  {f.code}: {f.message}" for f in self.findings() if f.code in ('FC_SKIPPED', 'AUX_PP_STAGE_DROPPED')]
         return '\n'.join(lines + [f"  note: {n}" for n in self.notes])
 
@@ -458,7 +502,7 @@ class DeploymentComparison:
         return json_ready(dict(verdict=self.verdict, first_divergence=self.first_divergence, signature=self.signature,
                                explanation=SIGNATURES[self.signature][0] if self.signature else None, causes=[c.to_json() for c in self.causes],
                                level=self.level, positions=self.positions, accept_length=self.accept_length, zero_acceptance=z,
-                               trend=self.trend.to_json() if self.trend else None, findings=[asdict(f) for f in self.findings()],
+                               trend=self.trend.to_json() if self.trend else None, context=self.context, findings=[asdict(f) for f in self.findings()],
                                observed=self.observed.to_json(), expected=self.expected.to_json(), notes=self.notes))
 
 # %% ../nbs/04c_observed.ipynb #1b255911
@@ -494,7 +538,8 @@ def compare_observed(observed:Observed, expected:Expected,
     trend = acceptance_trend(observed, tol=tol_length) if observed.timeline else None
     causes = rank_causes(SIGNATURES[sig][1], observed, expected, trend) if sig else []
     return DeploymentComparison(verdict, first, sig, rows, length, observed, expected, level, notes, causes, trend,
-                                zero_acceptance(observed, expected, trend))
+                                zero_acceptance(observed, expected, trend),
+                                acceptance_by_context(observed, lim, level) if (lim := expected.facts.get('draft_positions')) else None)
 
 # %% ../nbs/04c_observed.ipynb #e80de278
 def comparison_figure(cmp:DeploymentComparison, # from `compare_observed`

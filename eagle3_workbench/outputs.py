@@ -30,6 +30,7 @@ class Observed:
     settings: dict = field(default_factory=dict)  # what the output says: num_steps, topk, num_draft_tokens, max_new_tokens, models, version
     notes: list = field(default_factory=list)
     timeline: list = field(default_factory=list, repr=False)  # logs: one dict per acceptance line (t seconds, accept_length, weight, segment, line)
+    contexts: list = field(default_factory=list, repr=False)  # per group: the request's context at its end (prompt + completion tokens), None unknown
 
     @property
     def per_position(self)->list|None:
@@ -190,7 +191,7 @@ def observed_from_requests(engine:Engine|None, source:str, reqs:list, k:int=0, s
     tokens = [r['tokens'] for r in reqs if r.get('tokens')]
     if tokens: settings.setdefault('max_new_tokens', max(tokens))
     return Observed(engine, source, total('drafts'), total('draft_tokens'), total('accepted'), per_pos,
-                    [r['group'] for r in reqs], settings=settings, notes=notes)
+                    [r['group'] for r in reqs], settings=settings, notes=notes, contexts=[r.get('context') for r in reqs])
 
 # %% ../nbs/04b_outputs.ipynb #c12ba560
 _VLLM = dict(drafts='vllm:spec_decode_num_drafts', draft_tokens='vllm:spec_decode_num_draft_tokens',
@@ -327,7 +328,8 @@ def read_sglang_responses(src, # SGLang /generate responses (an object, a list, 
         if prop: k = max(k, round(prop / v))
         group = (_hist_group(hist) if hist else [1 + acc / v] * v if acc is not None
                  else [m['completion_tokens'] / v] * v)
-        reqs.append(dict(drafts=v, accepted=acc, draft_tokens=prop, hist=hist, group=group, tokens=m.get('completion_tokens')))
+        ctx = m['prompt_tokens'] + m['completion_tokens'] if m.get('prompt_tokens') is not None and m.get('completion_tokens') is not None else None
+        reqs.append(dict(drafts=v, accepted=acc, draft_tokens=prop, hist=hist, group=group, tokens=m.get('completion_tokens'), context=ctx))
     if not reqs: raise ValueError(f"{name}: no meta_info with spec_verify_ct: was the server started with --speculative-algorithm, "
                                   f"and are these finished /generate responses?")
     if any(r['accepted'] is None for r in reqs):

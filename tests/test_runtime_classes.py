@@ -265,3 +265,26 @@ def test_the_same_target_in_float32_against_the_bf16_dump_stays_clean(precision)
     samples = [s for r, i in zip(served['fp32'], ids) for s in fc_in_samples([r], ids=i)]
     m = match_features(dump, samples)
     assert m.findings == [] and {r['verdict'] for r in m.rows} == {'same'}
+
+# ---- positions: acceptance by context length against the draft's max_position_embeddings ----
+
+def sgl_response(prompt_tokens, accepted, steps=20, k=4):
+    "One SGLang /generate response whose meta_info counts `accepted` draft tokens over `steps` verify steps."
+    return dict(meta_info=dict(prompt_tokens=prompt_tokens, completion_tokens=steps + accepted, spec_verify_ct=steps,
+                               spec_accept_token_num=accepted, spec_draft_token_num=steps * k))
+
+def test_acceptance_falling_beyond_the_drafts_positions_is_named(expected):
+    "Requests that ran past the draft's 2,048 positions accept far less than the short ones: DRAFT_POSITIONS_SHORT with the "
+    "difference and an interval that excludes 0; the same requests without the drop, or with too few long ones, stay clean."
+    from dataclasses import replace
+    exp = replace(expected, facts={**expected.facts, 'draft_positions': 2048})
+    short = [(300 + 40 * i, 38 + i % 5) for i in range(12)]   # about 2.9 tokens per step
+    long = [(2600 + 90 * i, 5 + i % 3) for i in range(10)]     # about 1.3
+    obs = lambda rows: read_observed(json.dumps([sgl_response(p, a) for p, a in rows]))
+    cmp = compare_observed(obs(short + long), exp)
+    f, = [f for f in cmp.findings() if f.code == 'DRAFT_POSITIONS_SHORT']
+    within = sum(a for _, a in short) / (20 * 12) + 1; beyond = sum(a for _, a in long) / (20 * 10) + 1   # pooled per verify step
+    assert abs(f.evidence['within_accept'] - within) < 1e-3 and abs(f.evidence['beyond_accept'] - beyond) < 1e-3
+    assert f.evidence['ci'][1] < 0 < f.evidence['ci'][1] - f.evidence['ci'][0] and '2048' in f.message and 'by context' in str(cmp)
+    for clean in (short + [(p, a + 33) for p, a in long], short + long[:3]):
+        assert 'DRAFT_POSITIONS_SHORT' not in {f.code for f in compare_observed(obs(clean), exp).findings()}
