@@ -15,17 +15,16 @@ from .stats import bootstrap_ci, wilson
 from .plotstyle import COLORS
 from .prompts import read_prompts
 from .engine import summarize, run_prompts, SpecSettings
-from .outputs import Observed, read_observed, json_ready, observed_from_requests
+from .outputs import Observed, read_observed, json_ready, observed_from_requests, acceptance_by_context
 from .recording import Recording, is_recording
 from .search import recorded_prompts
 from .wiring import resolve_wiring
 from .sglang.compare import pp_stage_findings
 
 # %% auto #0
-__all__ = ['STATUS', 'SIGNATURES', 'MIN_REQUESTS', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs',
-           'pair_facts', 'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'Trend',
-           'acceptance_trend', 'acceptance_by_context', 'zero_acceptance', 'DeploymentComparison', 'compare_observed',
-           'comparison_figure', 'compare_deployment']
+__all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'pair_facts',
+           'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'Trend', 'acceptance_trend',
+           'zero_acceptance', 'DeploymentComparison', 'compare_observed', 'comparison_figure', 'compare_deployment']
 
 # %% ../nbs/04c_observed.ipynb #4c40a1a5
 def expectation_settings(observed:Observed, # what the deployment printed
@@ -346,37 +345,6 @@ def acceptance_trend(observed:Observed, # an output read from a log (`Observed.t
     lo, hi = min(lo, slope - half), max(hi, slope + half)   # the wider of the two intervals
     down = hi < 0 and slope * max(spans) < -tol
     return Trend('drifting down' if down else 'no drift', slope, (lo, hi), m, len(spans), max(spans), _resets(y, seg))
-
-# %% ../nbs/04c_observed.ipynb #f549c374
-MIN_REQUESTS = 5   # per side of the draft's position limit
-
-def _pooled(gs:list)->float|None: return sum(map(sum, gs)) / sum(map(len, gs)) if gs else None
-
-def _diff_ci(a:list, b:list, n:int=2000, seed:int=0, level:float=0.95)->tuple:
-    "Percentile bootstrap interval of pooled mean(b) - pooled mean(a), resampling whole requests on each side."
-    gen = torch.Generator().manual_seed(seed)
-    def draws(gs):
-        sums = torch.tensor([float(sum(g)) for g in gs], dtype=torch.float64); lens = torch.tensor([len(g) for g in gs], dtype=torch.float64)
-        pick = torch.randint(len(gs), (n, len(gs)), generator=gen)
-        return sums[pick].sum(1) / lens[pick].sum(1)
-    d = (draws(b) - draws(a)).sort().values.tolist()
-    return d[int((1 - level) / 2 * n)], d[min(n - 1, int((1 + level) / 2 * n))]
-
-def acceptance_by_context(observed:Observed, limit:int, # the draft's max_position_embeddings
-                          level:float=0.95)->dict|None: # None when the output gives no request's context
-    "Accept length of the requests that ended within `limit` positions against those beyond it, the difference with its interval, and bins."
-    rows = [(c, g) for c, g in zip(observed.contexts, observed.groups) if c is not None and g]
-    if not rows: return None
-    within, beyond = [g for c, g in rows if c <= limit], [g for c, g in rows if c > limit]
-    edges = [0, limit // 2, limit, 2 * limit, max(c for c, _ in rows) + 1]
-    bins = [dict(context=f"{lo + 1}..{hi}", requests=len(gs), accept_length=_pooled(gs))
-            for lo, hi in zip(edges, edges[1:]) if hi > lo for gs in [[g for c, g in rows if lo < c <= hi]]]
-    out = dict(limit=limit, within=len(within), beyond=len(beyond), within_accept=_pooled(within), beyond_accept=_pooled(beyond),
-               difference=None, ci=None, bins=bins, verdict='not enough evidence')
-    if min(len(within), len(beyond)) < MIN_REQUESTS: return out
-    ci = _diff_ci(within, beyond, level=level)
-    return dict(out, difference=out['beyond_accept'] - out['within_accept'], ci=ci,
-                verdict='falls beyond the limit' if ci[1] < 0 else 'no drop shown')
 
 # %% ../nbs/04c_observed.ipynb #74b01e45
 ZERO_CAUSES = [   # (code, cause, check, how it is told apart): the causes that give exactly zero acceptance

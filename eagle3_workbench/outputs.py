@@ -11,9 +11,10 @@ from .engines import Engine, SGLANG, VLLM
 from .sglang.log import text_and_name, read_server_log
 
 # %% auto #0
-__all__ = ['SETTINGS_NAMES', 'Observed', 'json_ready', 'engine_settings', 'logged_settings', 'observed_from_requests',
-           'prometheus_samples', 'read_vllm_metrics', 'vllm_metrics_text', 'read_vllm_responses', 'read_vllm_log',
-           'read_sglang_responses', 'read_sglang_server_info', 'read_sglang_log', 'read_observed']
+__all__ = ['SETTINGS_NAMES', 'MIN_REQUESTS', 'Observed', 'json_ready', 'engine_settings', 'logged_settings',
+           'observed_from_requests', 'prometheus_samples', 'read_vllm_metrics', 'vllm_metrics_text',
+           'read_vllm_responses', 'read_vllm_log', 'read_sglang_responses', 'read_sglang_server_info',
+           'read_sglang_log', 'read_observed', 'acceptance_by_context']
 
 # %% ../nbs/04b_outputs.ipynb #55009ba8
 @dataclass
@@ -392,3 +393,35 @@ def read_observed(src, # what the deployment printed: a file path (or the text i
     readers = {'sglang-info': read_sglang_server_info, 'sglang-meta': read_sglang_responses, 'vllm-responses': read_vllm_responses,
                'vllm-log': read_vllm_log, 'sglang-log': read_sglang_log}
     return read_vllm_metrics((text, name), before) if kind == 'vllm-metrics' else readers[kind]((text, name))
+
+# %% ../nbs/04b_outputs.ipynb #5b8c1416
+MIN_REQUESTS = 5   # per side of the draft's position limit
+
+def _pooled(gs:list)->float|None: return sum(map(sum, gs)) / sum(map(len, gs)) if gs else None
+
+def _diff_ci(a:list, b:list, n:int=2000, seed:int=0, level:float=0.95)->tuple:
+    "Percentile bootstrap interval of pooled mean(b) - pooled mean(a), resampling whole requests on each side."
+    import torch   # here: reading an output needs no torch
+    gen = torch.Generator().manual_seed(seed)
+    def draws(gs):
+        sums = torch.tensor([float(sum(g)) for g in gs], dtype=torch.float64); lens = torch.tensor([len(g) for g in gs], dtype=torch.float64)
+        pick = torch.randint(len(gs), (n, len(gs)), generator=gen)
+        return sums[pick].sum(1) / lens[pick].sum(1)
+    d = (draws(b) - draws(a)).sort().values.tolist()
+    return d[int((1 - level) / 2 * n)], d[min(n - 1, int((1 + level) / 2 * n))]
+
+def acceptance_by_context(observed:Observed, limit:int, # the draft's max_position_embeddings
+                          level:float=0.95)->dict|None: # None when the output gives no request's context
+    "Accept length of the requests that ended within `limit` positions against those beyond it, the difference with its interval, and bins."
+    rows = [(c, g) for c, g in zip(observed.contexts, observed.groups) if c is not None and g]
+    if not rows: return None
+    within, beyond = [g for c, g in rows if c <= limit], [g for c, g in rows if c > limit]
+    edges = [0, limit // 2, limit, 2 * limit, max(c for c, _ in rows) + 1]
+    bins = [dict(context=f"{lo + 1}..{hi}", requests=len(gs), accept_length=_pooled(gs))
+            for lo, hi in zip(edges, edges[1:]) if hi > lo for gs in [[g for c, g in rows if lo < c <= hi]]]
+    out = dict(limit=limit, within=len(within), beyond=len(beyond), within_accept=_pooled(within), beyond_accept=_pooled(beyond),
+               difference=None, ci=None, bins=bins, verdict='not enough evidence')
+    if min(len(within), len(beyond)) < MIN_REQUESTS: return out
+    ci = _diff_ci(within, beyond, level=level)
+    return dict(out, difference=out['beyond_accept'] - out['within_accept'], ci=ci,
+                verdict='falls beyond the limit' if ci[1] < 0 else 'no drop shown')
