@@ -22,6 +22,18 @@ def pytest_configure(config):
         os.environ['EAGLE3_RECORDING_CACHE'] = d   # search.CACHE_ENV; subprocesses inherit it
         atexit.register(shutil.rmtree, d, True)
 
+# The files that take longest, longest first (seconds on the 2-core machine, summed from `--durations=0` of a whole run;
+# the numbers only order them). Under `--dist loadfile` each worker takes whole files in collection order, so the
+# longest start first and the short ones fill in behind them; in xdist's default order (most tests first) the four
+# browser tests came last and one worker ran them alone for the last minutes.
+LONGEST_FIRST = ('test_notebooks.py', 'test_browser.py', 'test_doctor.py', 'test_benchmarks.py', 'test_recording.py',
+                 'test_cli_json.py', 'test_engine.py', 'test_zoo_deep.py')
+
+def pytest_collection_modifyitems(config, items):
+    "Longest files first, each file's tests in their own order (a stable sort)."
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: rank.get(it.path.name, len(rank)))
+
 def tiny_target_config(arch, vocab=96):
     "A few-layer random-init config of each architecture the loader must support."
     from transformers import LlamaConfig, Qwen2Config, Qwen3Config, DeepseekV3Config
