@@ -51,16 +51,17 @@ def agreement(rec, ref)->dict:
         out['logits_max_rel'] = max(out['logits_max_rel'], rel(a, b))
     return out
 
-def doctor_agreement(rec, ref, draft)->dict:
-    "The doctor on recording `rec` and on `ref` with the same draft: verdict, recommended layers, accept lengths."
+def doctor_agreement(rec, ref, draft, engine=None)->dict:
+    "The doctor on recording `rec` and on `ref` with the same draft (wired as `engine` reads it): verdict, recommended layers, accept lengths."
     from eagle3_workbench.recording import recorded_pair
     from eagle3_workbench.doctor import diagnose
-    a, b = diagnose(recorded_pair(rec, draft)), diagnose(recorded_pair(ref, draft))
+    kw = dict(engine=engine) if engine else {}
+    a, b = diagnose(recorded_pair(rec, draft, **kw)), diagnose(recorded_pair(ref, draft, **kw))
     pick = lambda d: dict(verdict=d.verdict, codes=sorted(d.codes), recommended=d.recommended.get('resid_layers'),
                           accept_before=d.recommended.get('accept_length_before'), accept_after=d.recommended.get('accept_length_after'))
     return dict(engine=pick(a), in_process=pick(b))
 
-def report(rec, ref, draft=None)->dict:
+def report(rec, ref, draft=None, engine=None)->dict:
     "Print and return the agreement (and the doctor's, given a draft)."
     got = dict(agreement=agreement(rec, ref))
     g = got['agreement']
@@ -69,7 +70,7 @@ def report(rec, ref, draft=None)->dict:
           f"(sequence, layer) pairs, max per-token relative difference {g['resid_max_rel']:.2e}; logits max |diff| {g['logits_max_abs']:.2e}, "
           f"max per-row relative {g['logits_max_rel']:.2e}", flush=True)
     if draft is not None:
-        got['doctor'] = doctor_agreement(rec, ref, draft)
+        got['doctor'] = doctor_agreement(rec, ref, draft, engine)
         print(f"doctor, {draft}: from the engine recording {got['doctor']['engine']}; from the in-process one {got['doctor']['in_process']}", flush=True)
     return got
 
@@ -84,5 +85,6 @@ def add_request_args(ap, engine:str):
     ap.add_argument('--raw', type=Path, help='where the raw passes go (default: a temporary folder)')
     ap.add_argument('--compare', action='store_true', help="hold the recording against the in-process recorder's")
     ap.add_argument('--doctor-draft', help='with --compare: also the doctor from both recordings, with this draft')
+    ap.add_argument('--doctor-engine', help="with --doctor-draft: the engine whose reading of the draft's layer ids the doctor checks (e.g. sglang==0.5.6)")
 
 def save(path, obj): Path(path).write_text(json.dumps(obj, indent=1, default=str))

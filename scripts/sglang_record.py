@@ -40,7 +40,7 @@ def record_with_sglang(target, # the target's directory or zoo:NAME
                        prompts:list, # token-id lists
                        max_new_tokens:int=31, vocab_ids=None, raw=None, python=None, device=None, dtype='float32',
                        store_dtype=None, tp:int=1, port:int=30160, chunked_prefill_size:int|None=None, timeout:float=900,
-                       extra_args=(), source:dict|None=None, borrow=('embed_tokens', 'lm_head')):
+                       extra_args=(), source:dict|None=None, borrow=('embed_tokens', 'lm_head'), force_absorbed_mla=None):
     "Run SGLang with the record mode on `prompts` and assemble the recording: (Recording, what happened)."
     import torch
     from eagle3_workbench.loading import resolve_path
@@ -50,9 +50,11 @@ def record_with_sglang(target, # the target's directory or zoo:NAME
     raw = Path(raw or tempfile.mkdtemp(prefix='e3w-sglang-raw-')).resolve()
     if raw.exists() and any(raw.iterdir()): raise ValueError(f"{raw}: not empty: the raw passes of one run per folder")
     raw.mkdir(parents=True, exist_ok=True)
+    if force_absorbed_mla is None:   # SGLang's CPU backend computes an MLA target's fresh prefills wrongly otherwise (the hook chapter)
+        force_absorbed_mla = device == 'cpu' and 'kv_lora_rank' in json.loads((path/'config.json').read_text())
     argv = [python or sys.executable, '-m', 'sglang.launch_server', '--model-path', str(path), '--tp', str(tp), '--dtype', dtype,
             '--port', str(port), '--disable-radix-cache', '--disable-cuda-graph', '--mem-fraction-static', '0.3',
-            '--forward-hooks', record_hooks_json(raw, logit_ids=vocab_ids)]
+            '--forward-hooks', record_hooks_json(raw, logit_ids=vocab_ids, force_absorbed_mla=force_absorbed_mla)]
     if chunked_prefill_size: argv += ['--chunked-prefill-size', str(chunked_prefill_size)]
     if device: argv += ['--device', device]
     argv += list(extra_args)
@@ -70,12 +72,14 @@ def record_with_sglang(target, # the target's directory or zoo:NAME
         _post_all(base, [{'input_ids': p + c, 'rid': rid, 'sampling_params': sp(1)} for p, c, rid in zip(prompts, completions, rids)])
     info = json.loads(next(raw.glob('rank0_pid*/process.json')).read_text())
     engine = dict(name='sglang', release=info.get('release'), device=device or 'cuda', dtype=dtype, tp=tp,
-                  flags='--disable-radix-cache --disable-cuda-graph' + (f' --chunked-prefill-size {chunked_prefill_size}' if chunked_prefill_size else ''))
+                  flags='--disable-radix-cache --disable-cuda-graph' + (f' --chunked-prefill-size {chunked_prefill_size}' if chunked_prefill_size else '')
+                  + (' (hook config force_absorbed_mla)' if force_absorbed_mla else ''))
     write_request(raw, engine, str(target), prompts, completions, max_new_tokens, rids=rids, source=source)
     rec = assemble(raw, out, logits='vocab' if vocab_ids is not None else 'full', vocab_ids=vocab_ids,
                    dtype=getattr(torch, store_dtype) if store_dtype else None, borrow=tuple(borrow))
     passes = sum(1 for _ in raw.glob('rank*/raw-pass-*.json'))
     return rec, dict(raw=str(raw), server_log=str(log), seconds=round(time.time() - t0, 1), passes=passes, argv=argv[1:],
+                     force_absorbed_mla=force_absorbed_mla,
                      finish=[(r.get('meta_info') or {}).get('finish_reason') for r in gen])
 
 def main(argv=None)->int:
@@ -87,6 +91,8 @@ def main(argv=None)->int:
     ap.add_argument('--tp', type=int, default=1); ap.add_argument('--port', type=int, default=30160)
     ap.add_argument('--chunked-prefill-size', type=int)
     ap.add_argument('--timeout', type=float, default=900)
+    ap.add_argument('--force-absorbed-mla', choices=('auto', 'on', 'off'), default='auto',
+                    help="an MLA target's every pass on SGLang's absorbed path (auto: on for --device cpu and a config with kv_lora_rank)")
     ap.add_argument('--server-args', default='', help='more sglang.launch_server flags (one string; write --server-args="--x y")')
     recording_check.add_request_args(ap, 'the server')
     a = ap.parse_args(argv)
@@ -97,7 +103,8 @@ def main(argv=None)->int:
         rec, info = record_with_sglang(a.target, a.out, prompts, max_new_tokens=a.max_new_tokens, vocab_ids=vocab, raw=a.raw,
                                        python=a.sglang_python, device=a.device, dtype=a.dtype, store_dtype=a.store_dtype, tp=a.tp,
                                        port=a.port, chunked_prefill_size=a.chunked_prefill_size, timeout=a.timeout,
-                                       extra_args=a.server_args.split(), source=source, borrow=a.borrow.split(','))
+                                       extra_args=a.server_args.split(), source=source, borrow=a.borrow.split(','),
+                                       force_absorbed_mla={'auto': None, 'on': True, 'off': False}[a.force_absorbed_mla])
     except RuntimeError as e:
         print(f"sglang_record: SGLang did not run: {e}", file=sys.stderr); return 2
     print(f"{a.out}: {rec}\n{info['passes']} raw passes under {info['raw']} in {info['seconds']} s; finish reasons {info['finish']}", flush=True)
@@ -105,7 +112,7 @@ def main(argv=None)->int:
     import torch
     ref = recording_check.in_process(a.target, prompts, a.max_new_tokens, 'vocab' if vocab else 'full', vocab,
                                      getattr(torch, a.store_dtype) if a.store_dtype else None, dict(target=a.target, **source), a.borrow.split(','))
-    got = recording_check.report(rec, ref, a.doctor_draft)
+    got = recording_check.report(rec, ref, a.doctor_draft, a.doctor_engine)
     if a.store_dtype and a.store_dtype != 'float32':   # the engine's own precision, before the storage dtype rounds it
         from eagle3_workbench.engine_recording import assemble
         full = assemble(info['raw'], Path(info['raw']).parent/f"{Path(info['raw']).name}-float32", logits='vocab' if vocab else 'full', vocab_ids=vocab, dtype=torch.float32)

