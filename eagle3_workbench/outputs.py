@@ -399,17 +399,6 @@ MIN_REQUESTS = 5   # per side of the draft's position limit
 
 def _pooled(gs:list)->float|None: return sum(map(sum, gs)) / sum(map(len, gs)) if gs else None
 
-def _diff_ci(a:list, b:list, n:int=2000, seed:int=0, level:float=0.95)->tuple:
-    "Percentile bootstrap interval of pooled mean(b) - pooled mean(a), resampling whole requests on each side."
-    import torch   # here: reading an output needs no torch
-    gen = torch.Generator().manual_seed(seed)
-    def draws(gs):
-        sums = torch.tensor([float(sum(g)) for g in gs], dtype=torch.float64); lens = torch.tensor([len(g) for g in gs], dtype=torch.float64)
-        pick = torch.randint(len(gs), (n, len(gs)), generator=gen)
-        return sums[pick].sum(1) / lens[pick].sum(1)
-    d = (draws(b) - draws(a)).sort().values.tolist()
-    return d[int((1 - level) / 2 * n)], d[min(n - 1, int((1 + level) / 2 * n))]
-
 def acceptance_by_context(observed:Observed, limit:int, # the draft's max_position_embeddings
                           level:float=0.95)->dict|None: # None when the output gives no request's context
     "Accept length of the requests that ended within `limit` positions against those beyond it, the difference with its interval, and bins."
@@ -422,6 +411,7 @@ def acceptance_by_context(observed:Observed, limit:int, # the draft's max_positi
     out = dict(limit=limit, within=len(within), beyond=len(beyond), within_accept=_pooled(within), beyond_accept=_pooled(beyond),
                difference=None, ci=None, bins=bins, verdict='not enough evidence')
     if min(len(within), len(beyond)) < MIN_REQUESTS: return out
-    ci = _diff_ci(within, beyond, level=level)
-    return dict(out, difference=out['beyond_accept'] - out['within_accept'], ci=ci,
+    from eagle3_workbench.stats import unpaired_change   # here: reading an output needs no torch
+    diff, *ci = unpaired_change(within, beyond, level=level)
+    return dict(out, difference=diff, ci=tuple(ci),
                 verdict='falls beyond the limit' if ci[1] < 0 else 'no drop shown')

@@ -9,7 +9,7 @@ from statistics import NormalDist
 import torch
 
 # %% auto #0
-__all__ = ['bootstrap_ci', 'wilson', 'paired_change']
+__all__ = ['bootstrap_ci', 'wilson', 'paired_change', 'unpaired_change']
 
 # %% ../nbs/00d_stats.ipynb #30e5fcd9
 def bootstrap_ci(groups:list, # one list of values per prompt
@@ -44,3 +44,17 @@ def paired_change(after, # [m, 2] per prompt: numerator, denominator (float64)
     ratio = lambda t, i=slice(None): t[i, 0].sum(-1) / t[i, 1].sum(-1).clamp_min(1)
     lo, hi = (ratio(after, pick) - ratio(before, pick)).quantile(torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
     return float(ratio(after) - ratio(before)), lo, hi
+
+# %% ../nbs/00d_stats.ipynb #77438ad3
+def unpaired_change(a:list, # groups of values (one list per prompt or request) of the first side
+                    b:list, # the same of the other side, other prompts
+                    n:int=2000, seed:int=0, level:float=0.95)->tuple: # (pooled mean(b) - pooled mean(a), lo, hi)
+    "The difference of two pooled means over different prompts, with a percentile bootstrap interval resampling each side's groups."
+    gen = torch.Generator().manual_seed(seed)
+    def draws(gs):
+        sums = torch.tensor([float(sum(g)) for g in gs], dtype=torch.float64); lens = torch.tensor([len(g) for g in gs], dtype=torch.float64)
+        pick = torch.randint(len(gs), (n, len(gs)), generator=gen)
+        return sums[pick].sum(1) / lens[pick].sum(1)
+    pooled = lambda gs: sum(map(sum, gs)) / sum(map(len, gs))
+    d = (draws(b) - draws(a)).sort().values.tolist()
+    return pooled(b) - pooled(a), d[int((1 - level) / 2 * n)], d[min(n - 1, int((1 + level) / 2 * n))]
