@@ -90,8 +90,8 @@ def _positions_check(pair, a):
 
 # %% ../nbs/08_cli.ipynb #c1348a78
 def _run(a)->int:
+    prompts = _prompts(a) if a.recording is None else None   # a bad prompt file fails before torch is imported
     from eagle3_workbench.engine import run_prompts
-    prompts = _prompts(a) if a.recording is None else None   # a bad prompt file fails before the target loads
     pair = _load(a)
     prompts = prompts or _prompts(a, pair)
     _positions_check(pair, a)
@@ -163,14 +163,14 @@ def _wiring(a)->int:
 
 # %% ../nbs/08_cli.ipynb #de0ef9c1
 def _diagnose(a)->int:
-    from eagle3_workbench.doctor import diagnose
+    if a.training_dump is not None and not Path(a.training_dump).is_dir():   # the cheap checks first, before torch is imported
+        raise FileNotFoundError(f"--training-dump {a.training_dump}: no such folder")
+    prompts = _prompts(a) if a.recording is None else None
     deployment = None
     if a.deployment:
         from eagle3_workbench.sglang.readers import read_capture
         deployment = read_capture(a.deployment).records
-    prompts = _prompts(a) if a.recording is None else None
-    if a.training_dump is not None and not Path(a.training_dump).is_dir():
-        raise FileNotFoundError(f"--training-dump {a.training_dump}: no such folder")
+    from eagle3_workbench.doctor import diagnose
     from eagle3_workbench.draft import ModelLoadError
     try: pair = _load(a)
     except ModelLoadError as e:   # a fault of the draft's own checkpoint: a diagnosis (unusable), not a bad-input error
