@@ -19,6 +19,9 @@ docstring sets the environment up): they are put in the server's processes throu
         --out DIR [--n-prompts 8] [--prompt-tokens 16] [--max-new-tokens 31] [--logits-draft zoo:tiny-llama-eagle3] \\
         [--store-dtype bfloat16] [--chunked-prefill-size 32] [--raw DIR] [--compare] [--doctor-draft zoo:tiny-llama-eagle3]
 
+Tensor parallel on CPU (`--tp 2`): SGLang wants each rank's cores, e.g. `SGLANG_CPU_OMP_THREADS_BIND="0|1"` in the
+environment (tests/fixtures/recordings/README.md has the run).
+
 Exit status: 0 recorded (and, with --compare, tokens identical to the in-process recorder's), 1 not, 2 SGLang did not run.
 """
 from __future__ import annotations

@@ -34,12 +34,16 @@ class Made(NamedTuple):
     reading: str            # the engine whose reading of the draft's ids the doctor checks
     founding: tuple         # a miswiring to plant: the embedding fed in chunk 0
     trained: tuple          # what the draft was trained on (its zoo card)
+    tp: int = 1             # tensor-parallel ranks the engine ran (their passes merged by the assembler)
+    doctor: bool = True     # enough prompts for the doctor's assertions below
 
 LLAMA = dict(target='zoo:tiny-llama', draft='zoo:tiny-llama-eagle3', n_prompts=8, prompt_tokens=16, new=31, hidden=160, n_layers=10,
              reading='sglang', founding=(0, 5, 7), trained=(2, 5, 7))
 MADE = {'sglang-tiny-llama': Made(('sglang', '0.5.23'), **LLAMA), 'vllm-tiny-llama': Made(('vllm', '0.32.0'), **LLAMA),
         'sglang-deep-dsv3': Made(('sglang', '0.5.23'), 'zoo:deep-dsv3', 'zoo:deep-dsv3-eagle3', 12, 44, 31, 64, 61,
-                                 'sglang==0.5.6', (0, 3, 31), (3, 31, 59))}
+                                 'sglang==0.5.6', (0, 3, 31), (3, 31, 59)),
+        'sglang-deep-dsv3-tp2': Made(('sglang', '0.5.23'), 'zoo:deep-dsv3', 'zoo:deep-dsv3-eagle3', 4, 16, 31, 64, 61,
+                                     'sglang==0.5.6', (0, 3, 31), (3, 31, 59), tp=2, doctor=False)}
 
 def _prompts(m:Made)->list:
     "The fixture's prompts, made independently: the zoo's first held-out prompts, tokenised as the recorder does, cut short."
@@ -67,6 +71,7 @@ def test_fixture_opens_and_says_what_it_is(name):
     assert sum(f.stat().st_size for f in (FIX/name).rglob('*') if f.is_file()) < 12 * 2**20
     mf = rec.manifest
     assert (mf['engine']['name'], mf['engine']['release']) == m.engine and mf['engine']['device'] == 'cpu'
+    assert mf['engine'].get('tp', 1) == m.tp   # two ranks: rank 0's residual stream (rank 1's agreed), the vocabulary halves joined
     assert rec.layers == tuple(range(m.n_layers + 1)) and mf['dtype'] == 'bfloat16' and rec.n_layers == m.n_layers and rec.hidden_size == m.hidden
     assert mf['logits'] == dict(kind='vocab', vocab_ids=_vocab(m.draft))
     assert mf['tokenizer'] == tokenizer_identity(load_tokenizer(resolve_path(m.target)))
@@ -112,7 +117,7 @@ def test_fixture_is_the_in_process_recording(name):
     assert differ / total < 0.01, f"{name}: {differ} of {total} resid elements round differently"
 
 @pytest.mark.slow
-@pytest.mark.parametrize('name', list(MADE))
+@pytest.mark.parametrize('name', [n for n, m in MADE.items() if m.doctor])
 def test_doctor_from_the_fixture_gives_the_in_process_answers(name):
     "As configured, and fed the embedding in chunk 0 (the founding fault): the same verdict, codes, layers and accept lengths."
     m = MADE[name]
@@ -280,7 +285,8 @@ def _python(var:str, module:str):
 @pytest.mark.parametrize('name, var, module, extra', [
     ('sglang-tiny-llama', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '32']),
     ('vllm-tiny-llama', 'EAGLE3_VLLM_PYTHON', 'vllm', ['--max-num-batched-tokens', '64']),
-    ('sglang-deep-dsv3', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '64'])])
+    ('sglang-deep-dsv3', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '64']),
+    ('sglang-deep-dsv3-tp2', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--tp', '2'])])
 def test_engine_records_the_fixture_again(name, var, module, extra, tmp_path):
     "The fixture's command, run again against the engine: the same tokens, greedy tokens and (within rounding) resid[k]."
     engine, m = name.split('-')[0], MADE[name]
@@ -290,7 +296,9 @@ def test_engine_records_the_fixture_again(name, var, module, extra, tmp_path):
     cmd = [sys.executable, str(ROOT/'scripts'/f'{engine}_record.py'), f'--{engine}-python', py, '--target', m.target, '--out', str(out),
            '--n-prompts', str(m.n_prompts), '--prompt-tokens', str(m.prompt_tokens), '--max-new-tokens', str(m.new), '--logits-draft', m.draft,
            '--store-dtype', 'bfloat16', '--borrow', 'embed_tokens', *extra]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env={**os.environ, 'PYTHONPATH': str(ROOT)})
+    # two CPU ranks on one NUMA node: SGLang asks for each rank's cores (here one each)
+    env = {**os.environ, 'PYTHONPATH': str(ROOT)} | ({'SGLANG_CPU_OMP_THREADS_BIND': '0|1'} if m.tp == 2 else {})
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     new, old = open_recording(out), open_recording(FIX/name)
     for i in range(m.n_prompts):
