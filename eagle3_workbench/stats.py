@@ -17,15 +17,19 @@ def bootstrap_ci(groups:list, # one list of values per prompt
     "Percentile bootstrap interval of the pooled mean, resampling whole groups."
     groups = [g for g in groups if len(g)]
     if not groups: return (float('nan'), float('nan'))
+    means = _resampled_means(groups, n, torch.Generator().manual_seed(seed)).sort().values.tolist()
+    return (means[int((1-level)/2 * n)], means[min(n-1, int((1+level)/2 * n))])
+
+def _resampled_means(groups:list, n:int, gen)->torch.Tensor:
+    "The pooled mean of `n` resamples of whole groups (with replacement), drawn from `gen`."
     sums = torch.tensor([float(sum(g)) for g in groups], dtype=torch.float64)
     lens = torch.tensor([len(g) for g in groups], dtype=torch.float64)
-    gen, k, means = torch.Generator().manual_seed(seed), len(groups), []
+    k, means = len(groups), []
     rows = max(1, (1 << 22) // k)   # resamples drawn at once: one row of k group indices each, ~4M indices per block
     for start in range(0, n, rows):
         pick = torch.randint(k, (min(rows, n - start), k), generator=gen)
         means.append(sums[pick].sum(1) / lens[pick].sum(1))
-    means = torch.cat(means).sort().values.tolist()
-    return (means[int((1-level)/2 * n)], means[min(n-1, int((1+level)/2 * n))])
+    return torch.cat(means)
 
 # %% ../nbs/00d_stats.ipynb #f1b1b1a0
 def wilson(k:float, n:float, level:float=0.95)->tuple:
@@ -51,10 +55,7 @@ def unpaired_change(a:list, # groups of values (one list per prompt or request) 
                     n:int=2000, seed:int=0, level:float=0.95)->tuple: # (pooled mean(b) - pooled mean(a), lo, hi)
     "The difference of two pooled means over different prompts, with a percentile bootstrap interval resampling each side's groups."
     gen = torch.Generator().manual_seed(seed)
-    def draws(gs):
-        sums = torch.tensor([float(sum(g)) for g in gs], dtype=torch.float64); lens = torch.tensor([len(g) for g in gs], dtype=torch.float64)
-        pick = torch.randint(len(gs), (n, len(gs)), generator=gen)
-        return sums[pick].sum(1) / lens[pick].sum(1)
     pooled = lambda gs: sum(map(sum, gs)) / sum(map(len, gs))
-    d = (draws(b) - draws(a)).sort().values.tolist()
+    later = _resampled_means(b, n, gen)   # b's draws first, then a's, from the one generator
+    d = (later - _resampled_means(a, n, gen)).sort().values.tolist()
     return pooled(b) - pooled(a), d[int((1 - level) / 2 * n)], d[min(n - 1, int((1 + level) / 2 * n))]

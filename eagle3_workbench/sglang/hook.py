@@ -521,5 +521,5 @@ def force_absorbed_mla(backends=FORCED_MLA_BACKENDS, # attention backend names w
     except ImportError as e:
         raise ValueError(f"eagle3_workbench.sglang.hook: force_absorbed_mla needs SGLang's {_MLA_HANDLERS} ({e}); "
                          "set it only on a server whose SGLang has it (0.5.23 does)") from None
-    for b in backends: h.AttentionBackendRegistry.register(b, lambda attn, fb, _d=h._dispatch_mla_subtype: _d(attn, fb))
+    for b in backends: h.AttentionBackendRegistry.register(b, h._dispatch_mla_subtype)   # the handler SGLang itself uses for MLA
     return list(backends)
