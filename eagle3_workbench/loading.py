@@ -138,10 +138,12 @@ def _hold_transformers_logs():
             for r in held.records: lg.handle(r)
 
 def _first_mismatch(report:str)->str:
-    "The first mis-shaped key of a transformers load report, as 'key: checkpoint [..] vs config.json [..]', or ''."
-    m = re.search(r'^(\S[^|\n]*?)\s*\|\s*MISMATCH\s*\|.*?ckpt:\s*torch\.Size\((\[[^\]]*\])\)\s*vs\s*model:\s*torch\.Size\((\[[^\]]*\])\)',
-                  report, re.M)
-    return f": {m[1]} is {m[2]} in the checkpoint, config.json implies {m[3]}" if m else ' (tensor shapes differ)'
+    "The first mis-shaped key (by name) of a transformers load report, as 'key: checkpoint [..] vs config.json [..]', or ''."
+    # by name, not by the report's order: transformers lists them in an order that changes with Python's string hashing,
+    # so the same mistake would be named differently from run to run
+    ms = re.findall(r'^(\S[^|\n]*?)\s*\|\s*MISMATCH\s*\|.*?ckpt:\s*torch\.Size\((\[[^\]]*\])\)\s*vs\s*model:\s*torch\.Size\((\[[^\]]*\])\)',
+                    report, re.M)
+    return ": {} is {} in the checkpoint, config.json implies {}".format(*min(ms)) if ms else ' (tensor shapes differ)'
 
 # %% ../nbs/01c_loading.ipynb #e6e2384a
 _TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model')
@@ -193,7 +195,7 @@ def load_target(path, # directory with config.json and weights (or a `zoo:NAME`)
         except Exception as e:   # anything transformers raises on these files is a problem of the files: one line naming them
             if 'mismatch' in str(e): raise ModelLoadError(f"{path}: weights do not match config.json{_first_mismatch(held.text())}") from None
             raise ModelLoadError(f"{path}: transformers could not build the target ({type(e).__name__}: {' '.join(str(e).split())[:300]})") from None
-    bad = {k: v for k in ('missing_keys', 'mismatched_keys') if (v := list(info.get(k) or []))}
+    bad = {k: v for k in ('missing_keys', 'mismatched_keys') if (v := sorted(info.get(k) or [], key=str))}   # sorted: the same every run
     if bad: raise ModelLoadError(f"{path}: weights do not match config.json: {bad}")
     if device_map is None: model.to(device)
     model.eval()
