@@ -124,6 +124,9 @@ def main(argv=None)->int:
                          'can make the run many times slower)')
     args = ap.parse_args(argv)
     if args.tiny: args.quick = True; os.environ[TINY_ENV] = '1'   # read by `common.tiny()`
+    # a benchmark measures cold work: passes and scores kept by a test session or the shell ($EAGLE3_RECORDING_CACHE) would
+    # make it warm; --tiny only proves the benchmarks run, and keeps the suite's
+    else: os.environ.pop('EAGLE3_RECORDING_CACHE', None)
     import torch
     torch.set_num_threads(args.threads or (1 if args.quick else os.cpu_count() or 1))
     os.environ.setdefault('TQDM_DISABLE', '1')

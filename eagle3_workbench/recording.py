@@ -77,6 +77,7 @@ class Recording:
     tokenizer_object: object = field(default=None, repr=False)   # an in-memory recording keeps the tokenizer it was made with
     _config: object = field(default=None, repr=False)
     _parts: dict = field(default_factory=dict, repr=False)
+    key: str|None = field(default=None, repr=False)   # what it holds, for work kept on it (search's scores): set when read or cached
 
     @property
     def target(self)->dict: return self.manifest['target']
@@ -247,7 +248,8 @@ def open_recording(folder, # a recording folder (`record --out`, or an engine re
         if not f.is_file(): raise ValueError(f"{f}: listed in {folder/MANIFEST} but missing")
         if verify and _sha256(f) != b['sha256']: raise ValueError(f"{f}: its sha256 differs from the manifest's: corrupted")
         borrowed = MappedSafetensors(f)
-    return Recording(m, shards, borrowed, folder)
+    key = hashlib.sha256(json.dumps(m, sort_keys=True).encode()).hexdigest()[:24]   # the manifest lists every file's sha256
+    return Recording(m, shards, borrowed, folder, key=key)
 
 # %% ../nbs/02i_recording.ipynb #8f347b1b
 @torch.no_grad()

@@ -5,7 +5,7 @@
 # %% ../nbs/04_search.ipynb #5e0a1c04
 from __future__ import annotations
 import hashlib, itertools, json, math, os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -21,9 +21,9 @@ from .variants import served_draft
 # %% auto #0
 __all__ = ['CACHE_ENV', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS',
            'SCREEN_FROM', 'FINALISTS', 'target_fingerprint', 'token_ids', 'target_pass', 'recorded_prompts',
-           'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'paired_gain', 'Sweep',
-           'wiring_sweep', 'holm_threshold', 'beats', 'tied', 'enough_evidence', 'sweep_rows', 'variant_impact',
-           'chain_accepts', 'accept_lengths']
+           'draft_fingerprint', 'kept_scores', 'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings',
+           'paired_gain', 'Sweep', 'wiring_sweep', 'holm_threshold', 'beats', 'tied', 'enough_evidence', 'sweep_rows',
+           'variant_impact', 'chain_accepts', 'accept_lengths']
 
 # %% ../nbs/04_search.ipynb #e8a4269b
 _PASSES = []   # the last few (key, Recording) recorded in memory: repeated diagnoses of one target reuse its pass
@@ -52,6 +52,7 @@ def _cached(key:str, make)->Recording:
     if rec is None:
         rec = make(None)
         if folder is not None: _keep_on_disk(rec, folder)
+    rec.key = key   # the scores kept on it are found by this name (`kept_scores`)
     _PASSES[:] = _PASSES[-3:] + [(key, rec)]
     return rec
 
@@ -91,6 +92,38 @@ def recorded_prompts(rec:Recording)->list:
     "The prompts a recording holds, as token ids (its sequences of kind 'prompt')."
     return [rec.tokens(i)[:s['prompt_tokens']].tolist() for i, s in enumerate(rec.sequences) if s['kind'] == 'prompt']
 
+# %% ../nbs/04_search.ipynb #6d9f211c
+def draft_fingerprint(draft)->str:
+    "Who a draft is to its scores: its class, its config's fields (not the file's keys) and every weight and buffer, exactly."
+    cfg = {f.name: getattr(draft.config, f.name) for f in fields(draft.config) if f.name != 'raw'}
+    ts = sorted(itertools.chain(draft.named_parameters(), draft.named_buffers()), key=lambda x: x[0])
+    text = json.dumps([type(draft).__name__, cfg], sort_keys=True, default=str) + ''.join(f"{n}={fingerprint(t)}" for n, t in ts)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+def kept_scores(rec:Recording, draft, seqs:list, batch_tokens:int)->Path|None:
+    "The folder of a table's kept scores (under $EAGLE3_RECORDING_CACHE), or None: the variable unset, or a recording without a key."
+    if not os.environ.get(CACHE_ENV) or rec.key is None: return None
+    from eagle3_workbench import __version__
+    key = hashlib.sha256(json.dumps([__version__, rec.key, draft_fingerprint(draft), list(seqs), batch_tokens]).encode()).hexdigest()[:24]
+    return Path(os.environ[CACHE_ENV])/'scores'/key
+
+def _kept_file(folder:Path, w:tuple)->Path: return folder/('_'.join('x' if k is None else str(k) for k in w) + '.pt')
+
+def _read_kept(table, w:tuple)->bool:
+    "Fill the table's row of wiring `w` from its kept scores, if another table kept them."
+    if table.kept is None or not (f := _kept_file(table.kept, w)).is_file(): return False
+    d = torch.load(f, weights_only=True)
+    table.rows[w] = d['fit'], d['hits']
+    return True
+
+def _keep(table, w:tuple):
+    "Keep the table's row of wiring `w` for other processes (written under a temporary name, then renamed)."
+    if table.kept is None: return
+    f = _kept_file(table.kept, w); f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_name(f"{f.name}.{os.getpid()}")
+    torch.save(dict(fit=table.rows[w][0].clone(), hits=table.rows[w][1].clone()), tmp)   # clones: not the whole group's storage
+    os.replace(tmp, f)
+
 # %% ../nbs/04_search.ipynb #b5f000d8
 class AgreementTable:
     "The target's recorded pass on held-out prompts; per wiring, one teacher-forced draft step scored per prompt."
@@ -99,7 +132,7 @@ class AgreementTable:
                  batch_tokens:int=512, # padded tokens per draft forward (smaller: less padding, more calls)
                  keep_bytes:int=1 << 30): # layers and fc products kept in memory
         self.rec, self.draft, self.seqs, self.rows, self.batches, self._kept = rec, draft, list(seqs), {}, [], {}
-        self.batch_tokens, self.keep_bytes = batch_tokens, keep_bytes
+        self.batch_tokens, self.keep_bytes, self.kept = batch_tokens, keep_bytes, kept_scores(rec, draft, seqs, batch_tokens)
         P = [rec.prompt_len(i) for i in seqs]
         if not seqs or all(p < 2 for p in P): raise ValueError("the prompts give no position to score: a prompt needs 2 tokens")
         self.positions = torch.tensor([max(p - 1, 0) for p in P], dtype=torch.float64)   # [m] positions scored
@@ -168,7 +201,8 @@ class AgreementTable:
     @torch.no_grad()
     def score_many(self, wirings:list)->list: # per wiring: (fit [m], agreeing positions [m]), float64
         "Per wiring and prompt, the draft's fit to the target (summed sum_v p log q) and its top-1 agreement count; kept per wiring."
-        todo, d, m = [w for w in dict.fromkeys(tuple(w) for w in wirings) if w not in self.rows], self.draft, len(self.positions)
+        todo = [w for w in dict.fromkeys(tuple(w) for w in wirings) if w not in self.rows and not _read_kept(self, w)]
+        d, m = self.draft, len(self.positions)
         for g in range(0, len(todo), self.group):
             ws = todo[g:g + self.group]
             fit, hits = torch.zeros(len(ws), m, dtype=torch.float64), torch.zeros(len(ws), m, dtype=torch.float64)
@@ -183,7 +217,7 @@ class AgreementTable:
                 lse = top + (logits - top[..., None]).exp_().sum(-1).log_()
                 fit[:, B['idx']] = ((torch.einsum('btv,nbtv->nbt', B['p'], logits) - lse) * B['valid']).sum(-1).double()
                 hits[:, B['idx']] = ((d.to_target_ids(arg) == B['greedy']) & B['valid']).sum(-1).double()
-            for i, w in enumerate(ws): self.rows[w] = fit[i], hits[i]
+            for i, w in enumerate(ws): self.rows[w] = fit[i], hits[i]; _keep(self, w)
         return [self.rows[tuple(w)] for w in wirings]
 
     def score(self, wiring)->tuple: return self.score_many([wiring])[0]   # (fit [m], agreeing positions [m])
