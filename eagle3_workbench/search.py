@@ -93,12 +93,21 @@ def recorded_prompts(rec:Recording)->list:
     return [rec.tokens(i)[:s['prompt_tokens']].tolist() for i, s in enumerate(rec.sequences) if s['kind'] == 'prompt']
 
 # %% ../nbs/04_search.ipynb #6d9f211c
+def _computes_with(m:torch.nn.Module, name:str='', seen=None):
+    "(name, module or tensor) for everything a module computes with: its parameters, buffers and submodules, and the modules and tensors it holds as plain attributes (the target's embedding the loader shares), each once."
+    seen = set() if seen is None else seen
+    if id(m) in seen: return
+    seen.add(id(m)); yield name, m
+    for k, v in itertools.chain(m._parameters.items(), m._buffers.items(), vars(m).items()):
+        if isinstance(v, torch.Tensor): yield f"{name}{k}", v
+    for k, v in itertools.chain(m._modules.items(), vars(m).items()):
+        if isinstance(v, torch.nn.Module): yield from _computes_with(v, f"{name}{k}.", seen)
+
 def draft_fingerprint(draft)->str:
-    "Who a draft is to its scores: its class, its config's fields (not the file's keys) and every weight and buffer, exactly."
+    "Who a draft is to its scores: its config's fields (not the file's keys), its modules and every tensor it computes with, exactly."
     cfg = {f.name: getattr(draft.config, f.name) for f in fields(draft.config) if f.name != 'raw'}
-    ts = sorted(itertools.chain(draft.named_parameters(), draft.named_buffers()), key=lambda x: x[0])
-    text = json.dumps([type(draft).__name__, cfg], sort_keys=True, default=str) + ''.join(f"{n}={fingerprint(t)}" for n, t in ts)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    parts = [f"{n}={fingerprint(v) if isinstance(v, torch.Tensor) else type(v).__name__}" for n, v in _computes_with(draft)]
+    return hashlib.sha256((json.dumps(cfg, sort_keys=True, default=str) + ' '.join(parts)).encode()).hexdigest()[:20]
 
 def kept_scores(rec:Recording, draft, seqs:list, batch_tokens:int)->Path|None:
     "The folder of a table's kept scores (under $EAGLE3_RECORDING_CACHE), or None: the variable unset, or a recording without a key."
