@@ -2,7 +2,7 @@
 from __future__ import annotations
 import copy
 import torch
-from common import zoo, pair, interleaved, ratios, med, spread, row, unavailable, g
+from common import zoo, pair, interleaved, ratios, med, spread, row, unavailable, g, tiny
 
 TITLE = 'capture overhead'
 QUESTION = 'What does recording every resid[k] cost, against a bare forward and against other ways to get the same tensors?'
@@ -36,7 +36,7 @@ def run(quick:bool=False)->dict:
     tgt_ohs = copy.deepcopy(tgt)
     hooks0 = live_hooks(tgt, mine_only=False)
     T = min(64 if quick else 512, p.target.config.max_position_embeddings)
-    reps = 5 if quick else 31   # the per-repeat ratios scatter widely on a shared 2-core machine
+    reps = 2 if tiny() else 5 if quick else 31   # the per-repeat ratios scatter widely on a shared 2-core machine
     ids = torch.randint(0, tgt.config.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
     from eagle3_workbench.capture import Capture
     @torch.no_grad()

@@ -8,7 +8,7 @@ spinning on the cores (bounded busy loops that end by themselves).
 from __future__ import annotations
 import os, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
-from common import ROOT, zoo, med, spread, row, tiny
+from common import ROOT, zoo, med, spread, row, unavailable, tiny
 
 TITLE = 'threads'
 QUESTION = "Does the thread count the product picks itself stay close to the best setting, idle and with the cores busy?"
@@ -54,7 +54,7 @@ def run(quick:bool=False)->dict:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     torch_default = int(subprocess.run([sys.executable, '-c', 'import torch; print(torch.get_num_threads())'], capture_output=True,
                                        text=True, env=env).stdout)
-    counts = sorted({1, torch_default} if tiny() else {1, 2, cores, torch_default})
+    counts = [1] if tiny() else sorted({1, 2, cores, torch_default})   # tiny: two runs prove the table
     cli = [shutil.which('eagle3-workbench') or sys.executable, *([] if shutil.which('eagle3-workbench') else ['-m', 'eagle3_workbench.cli'])]
     work = ['run', '--json', '--n-prompts', '1' if quick else '2', '--max-new-tokens', '8' if quick else '24']
     tmp = Path(tempfile.mkdtemp(prefix='e3w-threads-'))
@@ -81,13 +81,15 @@ def run(quick:bool=False)->dict:
                 table[(label, cond)] = times
                 best_k = min((k for k in times if k != 'product default'), key=lambda k: med(times[k]))
                 dflt, best = med(times['product default']), med(times[best_k])
-                before = med(times[f'--threads {torch_default}'])
                 rows.append(row(f"{label}, {cond}: product default / best fixed ({best_k})", dflt / best, 'x',
                                 spread(times['product default']), '<= 1.3x' if cond == 'busy' else '', dflt / best <= 1.3 if cond == 'busy' else None,
                                 ', '.join(f"{k}: {med(v):.1f} s" for k, v in times.items())))
-                if cond == 'idle':
-                    rows.append(row(f"{label}, idle: product default / torch's default ({torch_default} threads, before)", dflt / before, 'x',
-                                    '', '<= 1.05x (no slower)', dflt / before <= 1.05))
+                if cond == 'idle' and f'--threads {torch_default}' not in times:
+                    rows.append(unavailable(f"{label}, idle: product default / torch's default ({torch_default} threads, before)",
+                                            'not available in tiny mode (run.py --tiny runs --threads 1 only)', '<= 1.05x (no slower)'))
+                elif cond == 'idle':
+                    rows.append(row(f"{label}, idle: product default / torch's default ({torch_default} threads, before)", dflt / med(times[f'--threads {torch_default}']), 'x',
+                                    '', '<= 1.05x (no slower)', dflt / med(times[f'--threads {torch_default}']) <= 1.05))
     finally: shutil.rmtree(tmp, ignore_errors=True)
     return dict(title=TITLE, question=QUESTION, rows=rows,
                 setup=f"`eagle3-workbench {' '.join(work)}` per variant in a fresh process (import + load + decode), {cores} usable cores, torch's own "

@@ -149,7 +149,7 @@ def main(argv=None)->int:
         results[name] = res
         print(console(name, res), flush=True)
     total = time.perf_counter() - t_all
-    info['load_end'], info['speed_end'] = load_average(), host_speed()
+    info['load_end'], info['speed_end'] = load_average(), host_speed() if not args.tiny else 'not measured again (--tiny)'
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(markdown(results, info, args, total) + '\n')

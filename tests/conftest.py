@@ -22,6 +22,17 @@ def pytest_configure(config):
         os.environ['EAGLE3_RECORDING_CACHE'] = d   # search.CACHE_ENV; subprocesses inherit it
         atexit.register(shutil.rmtree, d, True)
 
+# The environment of a command a test runs as a user would: one thread, no model hub.
+CLI_ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
+
+@pytest.fixture(scope='session')
+def forked_cli():
+    "`python -m eagle3_workbench.cli ARGS` in a process of its own, forked from one interpreter per test process that imported torch once (tests/forked_cli.py)."
+    from forked_cli import ForkedCLI
+    c = ForkedCLI(CLI_ENV)
+    yield c
+    c.close()
+
 # The files that take longest, longest first (seconds on the 2-core machine, summed from `--durations=0` of a whole run;
 # the numbers only order them). Under `--dist loadfile` each worker takes whole files in collection order, so the
 # longest start first and the short ones fill in behind them; in xdist's default order (most tests first) the four

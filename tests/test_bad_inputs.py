@@ -8,6 +8,7 @@ import json, os, re, shutil, subprocess, sys
 from dataclasses import dataclass, field
 from pathlib import Path
 import pytest, torch
+from conftest import CLI_ENV
 
 from eagle3_workbench.loading import zoo_root
 ZOO = zoo_root()
@@ -181,14 +182,10 @@ CASES = {
 def _snapshot(root:Path)->dict:
     return {str(p.relative_to(root)): (p.is_dir(), None if p.is_dir() else (p.stat().st_size, p.stat().st_mtime_ns)) for p in root.rglob('*')}
 
-ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
+ENV = CLI_ENV
 
-@pytest.fixture(scope='module')
-def cli():
-    from forked_cli import ForkedCLI
-    c = ForkedCLI(ENV)
-    yield c
-    c.close()
+@pytest.fixture
+def cli(forked_cli): return forked_cli
 
 def _new_interpreter(args, cwd)->subprocess.CompletedProcess:
     return subprocess.run([sys.executable, '-m', 'eagle3_workbench.cli', *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)

@@ -1,13 +1,16 @@
-"The command line as a user runs it: subprocesses, exit codes, and the JSON they print."
+"""The command line as a user runs it: processes of their own (forked from an interpreter that imported torch once,
+`forked_cli.py`, which test_bad_inputs holds equal to a new one), exit codes, and the JSON they print."""
 import json, subprocess, sys
 from pathlib import Path
+import pytest
 
 FIX = Path(__file__).parent/'fixtures'/'draft-configs'
 
-def cli(*args, timeout=600):
-    return subprocess.run(['eagle3-workbench', *map(str, args)], capture_output=True, text=True, timeout=timeout)
+@pytest.fixture
+def cli(forked_cli, tmp_path):
+    return lambda *args, timeout=600: forked_cli.run(list(args), tmp_path, timeout)
 
-def test_wiring_json_for_a_public_config():
+def test_wiring_json_for_a_public_config(cli):
     r = cli('wiring', FIX/'specforge-gpt-oss-120B-eagle3.json', '--n-layers', 36, '--model-type', 'gpt_oss', '--json')
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -16,20 +19,20 @@ def test_wiring_json_for_a_public_config():
     assert fed['vLLM 0.32'] == [1, 17, 33]   # vLLM 0.32 reads the nested ids, verbatim
     assert out['n_layers'] == 36 and out['disagreements']
 
-def test_bad_input_exit_code_and_one_line_error(tmp_path):
+def test_bad_input_exit_code_and_one_line_error(cli, tmp_path):
     r = cli('wiring', tmp_path/'missing.json', '--n-layers', 12)
     assert r.returncode == 2 and r.stderr.strip().count('\n') == 0 and 'no config.json' in r.stderr
     r = cli('run', '--target', tmp_path/'nowhere', '--json')
     assert r.returncode == 2 and 'no such model directory' in r.stderr and r.stdout == ''
 
-def test_zoo_list():
+def test_zoo_list(cli):
     r = cli('zoo', 'list')
     assert r.returncode == 0 and {'zoo:tiny-dsv3', 'zoo:tiny-dsv3-eagle3', 'zoo:tiny-llama', 'zoo:tiny-llama-eagle3'} <= set(r.stdout.split())
     lines = {l.split()[0]: l for l in r.stdout.splitlines()}   # each model says what it is
     assert 'llama architecture, 10 layers, hidden 160' in lines['zoo:tiny-llama']
     assert 'EAGLE-3 draft of zoo:tiny-dsv3' in lines['zoo:tiny-dsv3-eagle3'] and 'resid[2, 6, 9]' in lines['zoo:tiny-dsv3-eagle3']
 
-def test_wiring_says_which_sglang_rule_it_assumed():
+def test_wiring_says_which_sglang_rule_it_assumed(cli):
     cfg = FIX/'specforge-llama3-8B-eagle3.json'
     r = cli('wiring', cfg, '--n-layers', 32)
     assert r.returncode == 0 and "assumes a DeepSeek/Kimi target" in r.stdout and '--model-type' in r.stdout

@@ -1,6 +1,7 @@
 """The JSON that scripts read from `run`, `diagnose` and `wiring`: what it means (checked against the zoo's recipe), and
 that it stays what it was when recorded (tests/fixtures/cli-json/record.py wrote it; rerun that script only for an
-intended change, and say so in the commit). Each command runs once, in a subprocess (exit codes are the point)."""
+intended change, and say so in the commit). Each command runs once, in a process of its own (exit codes are the point:
+forked from an interpreter that imported torch once, `forked_cli.py`)."""
 import json, math, sys
 from pathlib import Path
 import pytest
@@ -10,10 +11,13 @@ sys.path.insert(0, str(HERE))
 from record import CASES, run_cli, strip   # noqa: E402
 
 _RUNS = {}
-def output(name)->tuple:
+@pytest.fixture
+def output(forked_cli, tmp_path):
     "(exit code, JSON) of the recorded case `name`, run once per test session."
-    if name not in _RUNS: _RUNS[name] = run_cli(CASES[name])
-    return _RUNS[name]
+    def get(name):
+        if name not in _RUNS: _RUNS[name] = run_cli(CASES[name], lambda argv: forked_cli.run(argv, tmp_path, 900))
+        return _RUNS[name]
+    return get
 
 def same(a, b, path='$'):
     "Where two JSON values differ (floats to 1e-6 relative), or None."
@@ -35,7 +39,7 @@ def test_same_reports_differences():
     assert same({'a': 1}, {'b': 1}) == "$: keys ['a', 'b'] differ"
 
 @pytest.mark.slow
-def test_run_json_on_the_zoo():
+def test_run_json_on_the_zoo(output):
     rc, out = output('run')   # 3 prompts x 12 new tokens, the zoo pair as trained (resid[2, 6, 9])
     assert rc == 0 and out['resid_layers'] == [2, 6, 9] and out['lossless'] is True
     assert 1 <= out['accept_length'] <= 6 and len(out['per_position_acceptance']) == 5
@@ -44,7 +48,7 @@ def test_run_json_on_the_zoo():
     assert rc == 0 and bad['resid_layers'] == [0, 2, 6] and bad['lossless'] is True
 
 @pytest.mark.slow
-def test_diagnose_json_on_the_zoo():
+def test_diagnose_json_on_the_zoo(output):
     rc, out = output('diagnose')
     assert rc == 0 and out['verdict'] == 'ok' and out['recommended']['resid_layers'] == [2, 6, 9]
     rc, out = output('diagnose_fault')
@@ -55,6 +59,6 @@ def test_diagnose_json_on_the_zoo():
 
 @pytest.mark.slow
 @pytest.mark.parametrize('name', list(CASES))
-def test_cli_json_unchanged(name):
+def test_cli_json_unchanged(name, output):
     want = json.loads((HERE/f'{name}.json').read_text())
     assert (d := same(strip(output(name)[1]), want)) is None, f"`eagle3-workbench {' '.join(CASES[name])}` changed: {d}"
