@@ -1,5 +1,5 @@
 "Shared builders: tiny random-init targets and drafts written as real Hugging Face directories."
-import json, os, warnings
+import json, os
 from pathlib import Path
 # The models here are tiny: one thread per process is several times faster than two fighting over 2 cores
 # (measured: a 32-token speculative run took 4.4 s with 1 thread, 28.9 s with 2 while another process ran).

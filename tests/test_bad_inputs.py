@@ -4,7 +4,7 @@ interpreter that has imported torch once, `forked_cli.py`, checked against a new
 Each mistake must end with exit code 2, no traceback, ONE error line that names the offending file, key or option,
 and nothing written half-way. The bases to break are copies of the zoo folders in `tmp_path`.
 """
-import json, os, re, shutil, subprocess, sys
+import json, re, shutil, subprocess, sys
 from dataclasses import dataclass, field
 from pathlib import Path
 import pytest, torch
