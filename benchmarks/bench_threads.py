@@ -84,12 +84,10 @@ def run(quick:bool=False)->dict:
                 rows.append(row(f"{label}, {cond}: product default / best fixed ({best_k})", dflt / best, 'x',
                                 spread(times['product default']), '<= 1.3x' if cond == 'busy' else '', dflt / best <= 1.3 if cond == 'busy' else None,
                                 ', '.join(f"{k}: {med(v):.1f} s" for k, v in times.items())))
-                if cond == 'idle' and f'--threads {torch_default}' not in times:
-                    rows.append(unavailable(f"{label}, idle: product default / torch's default ({torch_default} threads, before)",
-                                            'not available in tiny mode (run.py --tiny runs --threads 1 only)', '<= 1.05x (no slower)'))
-                elif cond == 'idle':
-                    rows.append(row(f"{label}, idle: product default / torch's default ({torch_default} threads, before)", dflt / med(times[f'--threads {torch_default}']), 'x',
-                                    '', '<= 1.05x (no slower)', dflt / med(times[f'--threads {torch_default}']) <= 1.05))
+                if cond == 'idle':
+                    what, before = f"{label}, idle: product default / torch's default ({torch_default} threads, before)", times.get(f'--threads {torch_default}')
+                    rows.append(unavailable(what, 'not available in tiny mode (run.py --tiny runs --threads 1 only)', '<= 1.05x (no slower)') if before is None
+                                else row(what, dflt / med(before), 'x', '', '<= 1.05x (no slower)', dflt / med(before) <= 1.05))
     finally: shutil.rmtree(tmp, ignore_errors=True)
     return dict(title=TITLE, question=QUESTION, rows=rows,
                 setup=f"`eagle3-workbench {' '.join(work)}` per variant in a fresh process (import + load + decode), {cores} usable cores, torch's own "

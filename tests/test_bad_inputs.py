@@ -182,43 +182,38 @@ CASES = {
 def _snapshot(root:Path)->dict:
     return {str(p.relative_to(root)): (p.is_dir(), None if p.is_dir() else (p.stat().st_size, p.stat().st_mtime_ns)) for p in root.rglob('*')}
 
-ENV = CLI_ENV
-
-@pytest.fixture
-def cli(forked_cli): return forked_cli
-
 def _new_interpreter(args, cwd)->subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, '-m', 'eagle3_workbench.cli', *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, '-m', 'eagle3_workbench.cli', *args], cwd=cwd, env=CLI_ENV, capture_output=True, text=True, timeout=300)
 
 def _messages(err:str)->list:
     "stderr without progress: tqdm bars (model loading) and diagnose's 'diagnosing Pair(...) on N prompts ...'."
     return [l for l in err.replace('\r', '\n').splitlines() if l.strip() and '%|' not in l and not re.match(r'diagnosing .* \.\.\.$', l)]
 
 @pytest.mark.parametrize('name', ['run-target-weights-vs-config', 'diagnose-draft-pickled-weights', 'wiring-aux-ids-not-ints', 'run-steps-not-a-number'])
-def test_forked_is_a_new_interpreter(name, cli, tmp_path):
+def test_forked_is_a_new_interpreter(name, forked_cli, tmp_path):
     "A command forked from the preloaded interpreter says and returns exactly what `python -m eagle3_workbench.cli` says and returns."
     case = CASES[name]
     for d in ('new', 'forked'):
         (tmp_path/d).mkdir()
         if case.setup: case.setup(tmp_path/d)
-    a, b = _new_interpreter(case.args, tmp_path/'new'), cli.run(case.args, tmp_path/'forked')
+    a, b = _new_interpreter(case.args, tmp_path/'new'), forked_cli.run(case.args, tmp_path/'forked')
     assert (a.returncode, _messages(a.stderr), a.stdout) == (b.returncode, _messages(b.stderr), b.stdout)
     assert a.returncode == 2 and _messages(a.stderr)
 
-def test_forked_shows_a_traceback_as_an_interpreter_does(cli, tmp_path):
+def test_forked_shows_a_traceback_as_an_interpreter_does(forked_cli, tmp_path):
     "An exception that escapes the module ends the child as it ends `python -m`: the traceback on stderr, exit 1 (a forker that hid it would hide the catalog's worst failure)."
     (tmp_path/'boom.py').write_text("import sys\nprint('args', sys.argv[1:])\n1 / int(sys.argv[1])\n")
-    a = subprocess.run([sys.executable, '-m', 'boom', '0'], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60)
-    b = cli.run(['0'], tmp_path, module='boom')
+    a = subprocess.run([sys.executable, '-m', 'boom', '0'], cwd=tmp_path, env=CLI_ENV, capture_output=True, text=True, timeout=60)
+    b = forked_cli.run(['0'], tmp_path, module='boom')
     for r in (a, b):
         assert r.returncode == 1 and r.stdout == "args ['0']\n", r
         assert r.stderr.startswith('Traceback') and r.stderr.splitlines()[-1] == 'ZeroDivisionError: division by zero', r.stderr
 
 @pytest.mark.parametrize('case', [pytest.param(c, id=k, marks=[pytest.mark.slow] if c.slow else []) for k, c in CASES.items()])
-def test_bad_input(case, tmp_path, cli):
+def test_bad_input(case, tmp_path, forked_cli):
     if case.setup: case.setup(tmp_path)
     before = _snapshot(tmp_path)
-    r = cli.run(case.args, tmp_path)
+    r = forked_cli.run(case.args, tmp_path)
     err = r.stderr
     assert 'Traceback' not in err, err
     assert r.returncode == 2, f"exit {r.returncode}\nstdout: {r.stdout[-2000:]}\nstderr: {err[-2000:]}"
