@@ -9,7 +9,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['EXIT_OK', 'EXIT_CHECK_FAILED', 'EXIT_BAD_INPUT', 'EXIT_NOT_ENOUGH_EVIDENCE', 'OPTION_OF', 'ENGINE_HELP',
-           'RECORD_NEW_TOKENS', 'COMPARE_EXIT', 'parser', 'main']
+           'RUN_NEW_TOKENS', 'COMPARE_EXIT', 'parser', 'main']
 
 # %% ../nbs/08_cli.ipynb #efac7108
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_NOT_ENOUGH_EVIDENCE = 0, 1, 2, 3
@@ -89,20 +89,45 @@ def _positions_check(pair, a):
         raise ValueError(f"--max-new-tokens {a.max_new_tokens}: with --steps {a.steps} it does not fit the target's {n} positions")
 
 # %% ../nbs/08_cli.ipynb #c1348a78
+RUN_NEW_TOKENS = 32   # `run --max-new-tokens` by default with --target, and what `record` keeps room for by default
+
+def _replayable(pair, prompts:list, steps:int)->int:
+    "The most new tokens a run of every prompt replays whole from the recording: its shortest continuation less `steps` (ended texts aside)."
+    rec, eos = pair.target, getattr(pair.tokenizer, 'eos_token_id', None)
+    conts = []
+    for p in prompts:
+        i = next(i for i, s in enumerate(rec.sequences) if s['kind'] == 'prompt' and s['prompt_tokens'] == len(p) and rec.tokens(i)[:len(p)].tolist() == list(p))
+        c = rec.tokens(i)[len(p):].tolist()
+        if eos is None or eos not in c: conts.append(len(c))
+    return max(1, min(conts, default=RUN_NEW_TOKENS + steps) - steps)
+
+def _short_note(rep, a)->str:
+    "The warning for a run that ended before --max-new-tokens on some prompts: how many, how far, and what would have let it finish."
+    n, why = [k for _, k, _ in rep.short], {w for *_, w in rep.short}
+    head = f"run: {len(n)} of {len(rep.outputs)} prompts ended before --max-new-tokens {a.max_new_tokens} ({min(n)}..{max(n)} new tokens"
+    if why == {'positions'}: return head + f"): the target's positions end there (--steps {a.steps} needs room past the last token)"
+    return head + f", prompts {', '.join(str(i + 1) for i, *_ in rep.short[:5])}{' ...' if len(n) > 5 else ''}): the recording holds too few "\
+                  f"continuation tokens; replaying {a.max_new_tokens} new tokens with --steps {a.steps} needs {a.max_new_tokens + a.steps} "\
+                  f"(`record --max-new-tokens {a.max_new_tokens} --steps {a.steps}`)"
+
 def _run(a)->int:
     prompts = _prompts(a) if a.recording is None else None   # a bad prompt file fails before torch is imported
     from eagle3_workbench.engine import run_prompts
     pair = _load(a)
     prompts = prompts or _prompts(a, pair)
+    asked = a.max_new_tokens
+    if asked is None: a.max_new_tokens = _replayable(pair, prompts, a.steps) if a.recording else RUN_NEW_TOKENS
     _positions_check(pair, a)
     rep = run_prompts(pair, prompts, max_new_tokens=a.max_new_tokens, wiring=a.wiring, progress=not a.json,
                       speculative_num_steps=a.steps, speculative_eagle_topk=a.topk, speculative_num_draft_tokens=a.num_draft_tokens,
                       temperature=a.temperature, top_p=a.top_p, seed=a.seed)
     out = rep.to_json()
+    if rep.short: print(_short_note(rep, a), file=sys.stderr)
     if a.json: print(json.dumps(out))
     else:
         lo, hi = out['accept_length_ci']
         print(f"pair: {pair}")
+        if asked is None and a.recording: print(f"max new tokens: {a.max_new_tokens} (what every prompt's recorded continuation replays whole with --steps {a.steps})")
         print(f"resid fed: {out['resid_layers']}  ({pair.wiring.reason if a.wiring is None else 'wiring override'})")
         print(f"accept length: {out['accept_length']:.3f}  (95% CI {lo:.3f} .. {hi:.3f}; {out['cycles']} verify cycles, {out['tokens']} tokens)")
         print('per-position acceptance: ' + ' '.join(f"{x:.3f}" for x in out['per_position_acceptance']))
@@ -188,8 +213,6 @@ def _diagnose(a)->int:
     return {'ok': EXIT_OK, 'inconclusive': EXIT_NOT_ENOUGH_EVIDENCE}.get(d.verdict, EXIT_CHECK_FAILED)
 
 # %% ../nbs/08_cli.ipynb #22412f8f
-RECORD_NEW_TOKENS = 40   # the doctor's accept runs need 24 + 5 + 2, `run` 32 + 5 + 2 (with room for the last draft)
-
 def _record(a)->int:
     from eagle3_workbench.loading import load_target, read_config, resolve_path, read_draft, load_draft
     from eagle3_workbench.recording import record
@@ -214,7 +237,7 @@ def _record(a)->int:
         dr, _ = load_draft(read_draft(a.draft), target=model)
         vocab_ids = dr.to_target_ids(torch.arange(dr.config.draft_vocab_size)).tolist()
     if not a.json: print(f"recording {a.target} on {len(prompts)} prompts ({chosen}) ...", file=sys.stderr, flush=True)
-    rec = record(model, prompts, out=a.out, tokenizer=tok, max_new_tokens=a.max_new_tokens, logits=a.logits, vocab_ids=vocab_ids,
+    rec = record(model, prompts, out=a.out, tokenizer=tok, max_new_tokens=a.max_new_tokens, steps=a.steps, logits=a.logits, vocab_ids=vocab_ids,
                  layers=layers, extra_sequences=extra, progress=not a.json,
                  source=dict(target=a.target, prompts=a.prompts or 'zoo held-out', training_dump=a.training_dump))
     size = sum(f.stat().st_size for f in Path(a.out).rglob('*') if f.is_file())
@@ -282,7 +305,9 @@ def _run_parser(sub):
     _add_pair_args(r)
     r.add_argument('--prompts', help='prompt file: .jsonl with {"prompt": ...} lines, or .txt one per line (default: the zoo held-out prompts)')
     r.add_argument('--n-prompts', type=_at_least(1), default=None, help='use only the first N prompts')
-    r.add_argument('--max-new-tokens', type=_at_least(1), default=32, help='tokens generated per prompt (default 32)')
+    r.add_argument('--max-new-tokens', type=_at_least(1), default=None,
+                   help=f'new tokens per prompt: whole cycles run until this many were emitted (default {RUN_NEW_TOKENS}; with --recording, '
+                        'the most every recorded prompt replays whole)')
     r.add_argument('--steps', type=_at_least(1), default=5, help='speculative_num_steps (default 5)')
     r.add_argument('--topk', type=_at_least(1), default=1, help='speculative_eagle_topk (1 = chain, >1 = tree)')
     r.add_argument('--num-draft-tokens', type=_at_least(2), default=None, help='speculative_num_draft_tokens (default: steps + 1 for a chain)')
@@ -380,8 +405,10 @@ def _record_parser(sub):
     r.add_argument('--out', required=True, help='the recording folder to write')
     r.add_argument('--prompts', help='prompt file (.jsonl with {"prompt": ...} lines, or .txt; default: the zoo held-out prompts)')
     r.add_argument('--n-prompts', type=_at_least(1), default=None, help='use only the first N prompts')
-    r.add_argument('--max-new-tokens', type=_at_least(0), default=RECORD_NEW_TOKENS,
-                   help=f'greedy continuation per prompt (default {RECORD_NEW_TOKENS}: enough for the doctor and for run)')
+    r.add_argument('--max-new-tokens', type=_at_least(0), default=RUN_NEW_TOKENS,
+                   help=f'the run this recording is for: greedy continuation of this many tokens plus --steps per prompt, what '
+                        f'`run --recording --max-new-tokens N --steps S` replays whole (default {RUN_NEW_TOKENS}; the doctor needs 24 + 5)')
+    r.add_argument('--steps', type=_at_least(0), default=5, help='speculative_num_steps of the runs to replay (default 5, as run\'s)')
     r.add_argument('--training-dump', help='also record the samples of this SpecForge / speculators dump, for diagnose --training-dump')
     r.add_argument('--logits', choices=['full', 'vocab'], default='full',
                    help="'full' keeps every logit; 'vocab' only the draft vocabulary's (needs --draft; smaller, and exact for the doctor's fit)")

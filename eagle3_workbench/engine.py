@@ -222,6 +222,7 @@ class LiveTarget:
         return out.logits[0], hs
     def keep(self, keep:list, total:int): _keep_cache(self.cache, keep, total)
     def cached(self)->int: return self.cache.get_seq_length()
+    def answers(self, last:int)->bool: return True   # any position (the session checks the model's own limit)
 
 class _RecordedStates(ResidStates):
     "resid[0..N] of some rows of a recorded sequence, read from the recording only when a wiring asks for a layer."
@@ -240,7 +241,12 @@ class RecordedTarget:
         self.vocab_ids = None if kind['kind'] == 'full' else torch.tensor(kind['vocab_ids'])
         self.reset()
     def reset(self): self.seq, self.n = None, 0
-    def limit(self)->int|None: return None if self.seq is None else self.rec.sequences[self.seq]['tokens']   # positions recorded
+    def held(self)->int: return self.rec.sequences[self.seq]['tokens']   # positions recorded of the sequence being decoded
+    def answers(self, last:int)->bool: return last < self.held()   # positions 0..last all recorded
+    def continuation(self)->list:
+        "The recorded answer after the prompt: the continuation, then the greedy token after its last position."
+        P = self.rec.sequences[self.seq]['prompt_tokens']
+        return self.rec.tokens(self.seq)[P:].tolist() + [int(self.rec.greedy(self.seq)[-1])]
     def _on_path(self, toks, ids, pos, mask)->torch.Tensor:
         "Rows whose token and every ancestor's token are the recorded ones at their positions."
         on = [p < len(toks) and int(toks[p]) == t for t, p in zip(ids, pos)]
@@ -258,9 +264,9 @@ class RecordedTarget:
         got = self.rec.logits(self.seq)[rows.clamp(max=len(toks) - 1)].float()
         if self.vocab_ids is not None:   # the kept ids only: the rest as never chosen
             full = torch.full((len(ids), self.rec.vocab_size), float('-inf')); full[:, self.vocab_ids] = got; got = full
-        nxt = rows + 1   # a continuation position answers with the token the recording holds after it
-        emit = on & (rows >= P - 1) & (nxt < len(toks))
-        got[emit, toks[nxt[emit]]] = got[emit].max(-1).values + 1e-3
+        answer = torch.cat([toks[1:], self.rec.greedy(self.seq)[-1:]])   # after each position: the next token held, after the last the greedy one
+        emit = on & (rows >= P - 1)   # a continuation position answers with it (also where only the draft vocabulary's logits were kept)
+        got[emit, answer[rows[emit]]] = got[emit].max(-1).values + 1e-3
         return got.masked_fill(~on[:, None], float('nan')), _RecordedStates(self.rec, self.seq, rows, on, self.dtype)
     def keep(self, keep:list, total:int): pass
     def cached(self)->int: return 0
@@ -293,7 +299,7 @@ class Session:
 
     def reset(self):
         "Forget the sequence and caches; keep settings and wiring."
-        self.tokens, self.history, self.cycle = [], [], -1
+        self.tokens, self.history, self.cycle, self.stopped = [], [], -1, None
         self.target.reset(); self.draft_cache = DraftCache()
         self._last, self._draft = None, None
         return self
@@ -376,6 +382,9 @@ class Session:
         "Propose tokens with the draft: a chain for top-k 1, an EAGLE-2 tree otherwise."
         if self._last is None: raise RuntimeError("call extend(prompt) before draft()")
         if self._draft is not None: raise RuntimeError("a draft is waiting for verify(); call verify() first")
+        if not self.target.answers(last := len(self.tokens) - 1 + self.settings.speculative_num_steps):
+            raise ValueError(f"the recording holds {self.target.held()} tokens of this sequence: a cycle from here verifies positions up to "
+                             f"{last}, past its end (a recording for longer runs: record --max-new-tokens N --steps S)")
         d, n0, t0 = self.pair.draft, self._n_records(), time.perf_counter()
         step = lambda x, ids, pos, mask, k: self._draft_fwd(x, ids, pos, mask, from_target=False, phase=f'draft[{k-1}]')
         to_target = d.to_target_ids(torch.arange(self._last[1].shape[-1], device=self._last[1].device))
@@ -412,17 +421,24 @@ class Session:
         "One draft + verify cycle."
         return StepResult(self.draft(), self.verify())
 
+    def _stop(self, start:int, max_new_tokens:int, eos)->str|None:
+        "Why no further cycle runs (None: one does): tokens enough, end of text, the model's positions, the recording's end."
+        n, steps = len(self.tokens), self.settings.speculative_num_steps
+        if n - start >= max_new_tokens: return 'max_new_tokens'
+        if eos is not None and eos in self.tokens[start-1:]: return 'eos'
+        if n + steps + 2 > self.max_positions: return 'positions'
+        if not self.target.answers(n - 1 + steps): return 'recording'   # verify reads positions n-1 .. n-1+steps
+        return None
+
     def run(self, max_new_tokens:int=32, # stop after at least this many new tokens
             prompt=None, # extend with this prompt first
            )->list: # the StepResults of this run
-        "Run cycles until `max_new_tokens` tokens were emitted or EOS."
+        "Run whole cycles until `max_new_tokens` tokens were emitted (the last cycle may pass it), EOS, or the target ends (`stopped` says which)."
         if prompt is not None: self.extend(prompt)
         if self._last is None: raise RuntimeError("call extend(prompt) first, or pass prompt=")
         eos, start, out = getattr(self.pair.tokenizer, 'eos_token_id', None), len(self.tokens), []
-        limit = min(self.max_positions, getattr(self.target, 'limit', lambda: None)() or self.max_positions)   # a recording: what it holds
-        while len(self.tokens) - start < max_new_tokens and (eos is None or eos not in self.tokens[start-1:]):
-            if len(self.tokens) + self.settings.speculative_num_steps + 2 > limit: break
-            out.append(self.step())
+        while (why := self._stop(start, max_new_tokens, eos)) is None: out.append(self.step())
+        self.stopped = why
         return out
 
 # %% ../nbs/03_engine.ipynb #67074a0d
@@ -469,12 +485,21 @@ class RunReport:
     resid_layers: list
     settings: dict
     lossless: bool|None
-    outputs: list          # emitted token ids per prompt
+    outputs: list          # emitted token ids per prompt: the extend's token, then every cycle's
     runs: list = field(default_factory=list, repr=False)   # StepResults per prompt
+    max_new_tokens: int = 0   # asked per prompt
+    stopped: list = field(default_factory=list)   # per prompt, why its last cycle was the last (`Session._stop`)
+
+    @property
+    def short(self)->list:
+        "Prompts whose run ended before `max_new_tokens` because the target could not answer another cycle: (index, new tokens, why)."
+        return [(i, len(o) - 1, w) for i, (o, w) in enumerate(zip(self.outputs, self.stopped)) if w in ('positions', 'recording')]
 
     def to_json(self)->dict:
         return dict(**self.summary, resid_layers=list(self.resid_layers), lossless=self.lossless, settings=self.settings,
-                    prompts=len(self.outputs))
+                    prompts=len(self.outputs), max_new_tokens=self.max_new_tokens,
+                    stopped={w: self.stopped.count(w) for w in sorted(set(self.stopped))},
+                    short=[dict(prompt=i, new_tokens=n, why=w) for i, n, w in self.short])
 
 def run_prompts(pair, prompts:list, # texts or token-id lists
                 max_new_tokens:int=32, wiring=None, check_lossless:bool=True, progress:bool=True, **settings)->RunReport:
@@ -482,14 +507,14 @@ def run_prompts(pair, prompts:list, # texts or token-id lists
     from tqdm.auto import tqdm
     s = Session(pair, wiring=wiring, **settings)
     check_prompts(pair, prompts, s.settings.speculative_num_steps)   # a bad prompt is reported before any runs
-    runs, outputs, lossless = [], [], None
+    runs, outputs, stopped, lossless = [], [], [], None
     for p in tqdm(prompts, desc=f"resid{list(s.wiring)}", disable=not progress, leave=False):
         s.extend(p)
-        runs.append(s.run(max_new_tokens))
+        runs.append(s.run(max_new_tokens)); stopped.append(s.stopped)
         outputs.append(s.tokens[len(s.history[0].prompt_ids):])
         if check_lossless and not s.settings.temperature:
-            P = len(s.history[0].prompt_ids)
-            ref = s.target.rec.tokens(s.target.seq)[P:P + len(outputs[-1])].tolist() if isinstance(s.target, RecordedTarget) else \
+            ref = s.target.continuation()[:len(outputs[-1])] if isinstance(s.target, RecordedTarget) else \
                   greedy_reference(pair.target, s.history[0].prompt_ids, len(outputs[-1]))
             lossless = (lossless is not False) and ref == outputs[-1]
-    return RunReport(summarize(runs, s.settings.speculative_num_steps), list(s.wiring), asdict(s.settings), lossless, outputs, runs)
+    return RunReport(summarize(runs, s.settings.speculative_num_steps), list(s.wiring), asdict(s.settings), lossless, outputs, runs,
+                     max_new_tokens, stopped)

@@ -257,7 +257,9 @@ def greedy_continuations(target, # a transformers causal LM
                          prompts:list, # token-id lists
                          n:int, # tokens to decode per prompt (fewer after an end-of-text token)
                          eos:int|None=None, # the end-of-text token id
-                         batch:int=32)->list: # one token list per prompt
+                         batch:int=32, # prompts decoded together
+                         after_eos:int=0, # tokens still decoded after the end-of-text token (what a replay's last cycle reads)
+                        )->list: # one token list per prompt
     "Each prompt's greedy continuation, decoded in batches through the KV cache."
     from transformers import DynamicCache
     dev, out = next(target.parameters()).device, []
@@ -265,13 +267,17 @@ def greedy_continuations(target, # a transformers causal LM
         ps = [list(p) for p in prompts[i:i + batch]]; B, L = len(ps), max(map(len, ps))
         x, att = torch.zeros(B, L, dtype=torch.long), torch.zeros(B, L, dtype=torch.long)
         for r, p in enumerate(ps): x[r, L - len(p):], att[r, L - len(p):] = torch.tensor(p), 1
-        pos, cache, gen, done = (att.cumsum(1) - 1).clamp(min=0), DynamicCache(), [[] for _ in ps], [False] * B
+        pos, cache, gen = (att.cumsum(1) - 1).clamp(min=0), DynamicCache(), [[] for _ in ps]
+        left = [None] * B   # per prompt: tokens still to decode once its end-of-text token came (None: not yet)
         for _ in range(n):
             t = target(input_ids=x.to(dev), attention_mask=att.to(dev), position_ids=pos.to(dev), use_cache=True,
                        **{cache_kw(target): cache}).logits[:, -1].argmax(-1).cpu()
             for r in range(B):
-                if not done[r]: gen[r].append(int(t[r])); done[r] = eos is not None and int(t[r]) == eos
-            if all(done): break
+                if left[r] == 0: continue
+                gen[r].append(int(t[r]))
+                if left[r] is not None: left[r] -= 1
+                elif eos is not None and int(t[r]) == eos: left[r] = after_eos
+            if all(k == 0 for k in left): break
             x, att, pos = t[:, None], torch.cat([att, torch.ones(B, 1, dtype=torch.long)], 1), pos[:, -1:] + 1
         out += gen
     return out
@@ -283,11 +289,15 @@ def tokenizer_identity(tok)->dict|None:
     vocab = sorted(tok.get_vocab().items()) if hasattr(tok, 'get_vocab') else []
     return dict(name=type(tok).__name__, vocab_size=len(tok), sha256=hashlib.sha256(json.dumps(vocab).encode()).hexdigest())
 
-def new_request(ids:list, extra:list, n:int, logits:str, vocab_ids, layers, dtype, source=None)->dict:
+def new_request(ids:list, extra:list, n:int, logits:str, vocab_ids, layers, dtype, source=None,
+                steps:int=0, # the replay room: continuations hold n + steps tokens (also past an end-of-text token)
+               )->dict:
     "What was asked: decides whether a folder holds the same recording (and can be resumed)."
     h = hashlib.sha256(json.dumps([ids, extra]).encode()).hexdigest()
+    room = dict(steps=steps, stop=f'max_new_tokens + steps, or steps after an end-of-text token') if steps else \
+           dict(stop='end-of-text token or max_new_tokens')
     return _plain(dict(prompts=len(ids), extra_sequences=len(extra), token_ids_sha256=h, continuation='greedy', max_new_tokens=n,
-                       stop='end-of-text token or max_new_tokens', logits=logits, vocab_ids=None if vocab_ids is None else len(vocab_ids),
+                       **room, logits=logits, vocab_ids=None if vocab_ids is None else len(vocab_ids),
                        layers=list(layers), dtype=str(dtype).removeprefix('torch.'), source=source or {}))
 
 def new_manifest(config:dict, # the target's config (config.json, or `config.to_dict()`)
@@ -355,6 +365,7 @@ def record(target, # a transformers causal LM (`load_target`), or a `Pair` (its 
            out=None, # folder to write (an unfinished recording of the same request there is resumed); None: in memory
            tokenizer=None, # the target's tokenizer (a Pair's by default)
            max_new_tokens:int=32, # greedy continuation per prompt; 0 records the prompts alone
+           steps:int=0, # room for replaying a run of `max_new_tokens` with this speculative_num_steps: `steps` more tokens each
            logits:str='full', # 'full' (the whole vocabulary) or 'vocab' (only the target ids in `vocab_ids`)
            vocab_ids=None, # the target ids kept for logits='vocab', e.g. a draft's `to_target_ids(arange(draft_vocab))`
            layers=None, # resid indices to keep; default every one, resid[0..N]
@@ -381,7 +392,8 @@ def record(target, # a transformers causal LM (`load_target`), or a `Pair` (its 
     ids, extra = [_as_ids(tokenizer, p) for p in prompts], [_as_ids(None, p) for p in extra_sequences]
     if not ids and not extra: raise ValueError("nothing to record: no prompts and no extra sequences")
     if empty := [i + 1 for i, p in enumerate(ids + extra) if not p]: raise ValueError(f"prompt {empty[0]}: empty, nothing to record")
-    req = new_request(ids, extra, max_new_tokens, logits, vocab_ids, layers, dtype, source)
+    if steps < 0: raise ValueError(f"steps={steps}: expected 0 or more")
+    req = new_request(ids, extra, max_new_tokens, logits, vocab_ids, layers, dtype, source, steps=steps if max_new_tokens else 0)
     m = new_manifest(target.config.to_dict(), req, layers, dtype, logits, vocab_ids, tokenizer)
     w = RecordingWriter(out, m) if out is not None else None
     memory, todo = [], [(p, 'prompt') for p in ids] + [(p, 'extra') for p in extra]
@@ -393,7 +405,8 @@ def record(target, # a transformers causal LM (`load_target`), or a `Pair` (its 
         chunk, seqs = todo[i:i + shard_sequences], []
         for b in range(0, len(chunk), batch):
             part = chunk[b:b + batch]
-            conts = greedy_continuations(target, [p for p, k in part if k == 'prompt'], max_new_tokens, eos, batch) if max_new_tokens else []
+            conts = greedy_continuations(target, [p for p, k in part if k == 'prompt'], max_new_tokens + steps, eos, batch,
+                                         after_eos=steps) if max_new_tokens else []
             conts = iter(conts)
             full = [p + next(conts) if k == 'prompt' and max_new_tokens else p for p, k in part]
             for (p, k), s in zip(part, _teacher_forced(target, full, layers, dtype, logits, vocab_ids, batch_tokens)):

@@ -304,3 +304,21 @@ def test_engine_records_the_fixture_again(name, var, module, extra, tmp_path):
     for i in range(m.n_prompts):
         assert torch.equal(new.tokens(i), old.tokens(i)) and torch.equal(new.greedy(i), old.greedy(i))
         assert all(_close_bf16(new.resid(k, i), old.resid(k, i)) for k in new.layers)
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', [n for n, m in MADE.items() if m.doctor])
+def test_run_from_the_engine_recording_is_the_run_in_process(name):
+    "`run` replayed from the engine's recording is `run` on the live target, prompts and flags the same: tokens, cycles, accept length."
+    from eagle3_workbench.engine import run_prompts
+    from eagle3_workbench.loading import load_pair
+    rec, m = open_recording(FIX/name), MADE[name]
+    steps = 5
+    live_pair, recd_pair = load_pair(m.target, m.draft, engine=m.reading), recorded_pair(rec, m.draft, engine=m.reading)
+    for kw in (dict(speculative_eagle_topk=1), dict(speculative_eagle_topk=3, speculative_num_draft_tokens=8)):
+        kw = dict(kw, max_new_tokens=m.new - steps, speculative_num_steps=steps, progress=False)   # what the recording replays whole
+        ps = _prompts(m)[:3]   # three prompts: the accounting is per cycle, and the suite's time is shared
+        live, recd = run_prompts(live_pair, ps, **kw), run_prompts(recd_pair, ps, **kw)
+        assert recd.short == [] and recd.stopped == live.stopped
+        assert recd.outputs == live.outputs and [len(r) for r in recd.runs] == [len(r) for r in live.runs]
+        assert recd.summary['tokens'] == live.summary['tokens'] and abs(recd.summary['accept_length'] - live.summary['accept_length']) <= 0.01
+        assert recd.lossless is live.lossless is True

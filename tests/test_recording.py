@@ -103,10 +103,20 @@ def test_record_then_diagnose_and_run_without_the_target(tmp_path):
     assert r.returncode in (0, 3), r.stderr   # 8 prompts: ok, or not enough evidence to say more
     d = json.loads(r.stdout)
     assert d['recommended']['resid_layers'] == [2, 6, 9] and d['search']['prompts'] == 8
-    r = cli('run', '--recording', tmp_path/'rec', '--draft', 'zoo:tiny-dsv3-eagle3', '--max-new-tokens', 24, '--json')
-    assert r.returncode == 0, r.stderr
-    live = run_prompts(load_pair('zoo:tiny-dsv3'), read_prompts(n=8), 24, progress=False)
-    assert abs(json.loads(r.stdout)['accept_length'] - live.summary['accept_length']) <= 0.01
+    # `run --recording` as a user compares it with `run --target`: the same flags, chain and tree; the recording (made for a
+    # run of 32 new tokens with 5 steps, record's defaults) replays it whole, so the same cycles and tokens are counted
+    for tree in ([], ['--topk', '3', '--num-draft-tokens', '8']):
+        flags = ['--draft', 'zoo:tiny-dsv3-eagle3', '--max-new-tokens', 24, *tree, '--json']
+        r, t = cli('run', '--recording', tmp_path/'rec', *flags), cli('run', '--target', 'zoo:tiny-dsv3', '--n-prompts', 8, *flags)
+        assert r.returncode == 0 == t.returncode, r.stderr + t.stderr
+        recd, live = json.loads(r.stdout), json.loads(t.stdout)
+        assert (recd['tokens'], recd['cycles'], recd['short']) == (live['tokens'], live['cycles'], []) and recd['lossless'] is True
+        assert abs(recd['accept_length'] - live['accept_length']) <= 0.01 and 'ended before' not in r.stderr
+    # asked for more than it holds (32 + 5 continuation tokens): the replay stops short and says so
+    r = cli('run', '--recording', tmp_path/'rec', '--draft', 'zoo:tiny-dsv3-eagle3', '--max-new-tokens', 40, '--json')
+    short = json.loads(r.stdout)['short']
+    assert r.returncode == 0 and short and all(s['new_tokens'] < 40 and s['why'] == 'recording' for s in short)
+    assert f"{len(short)} of 8 prompts ended before --max-new-tokens 40" in r.stderr and 'record --max-new-tokens 40 --steps 5' in r.stderr
 
 @pytest.fixture(scope='module')
 def small(tmp_path_factory):
