@@ -150,6 +150,7 @@ CASES = {
     'run-n-prompts-0':                  Case(['run', *T, *D, '--n-prompts', '0'], ['--n-prompts'], pair),
     'run-max-new-tokens-0':             Case(['run', *T, *D, '--max-new-tokens', '0'], ['--max-new-tokens'], pair),
     'run-steps-0':                      Case(['run', *T, *D, '--steps', '0'], ['--steps'], pair),
+    'record-steps-negative':            Case(['record', '--out', 'rec', '--steps', '-1'], ['--steps']),
     'run-steps-huge':                   Case(['run', *T, *D, *FAST_RUN, '--steps', '100000'], ['--steps'], pair),
     'run-topk-0':                       Case(['run', *T, *D, '--topk', '0'], ['--topk'], pair),
     'run-num-draft-tokens-1':           Case(['run', *T, *D, '--num-draft-tokens', '1'], ['--num-draft-tokens'], pair),
