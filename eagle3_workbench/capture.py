@@ -32,8 +32,22 @@ def _need(model, which, p):
 def _submodule(root, path): return root.get_submodule(path)
 
 # %% ../nbs/02b_capture.ipynb #998c242d
+def _recorded(target)->bool: return target is not None and not isinstance(target, nn.Module) and hasattr(target, 'resid')   # a `Recording`
+
+def _recorded_sites(spec:str, rec)->list:
+    "A recording's points: resid[k] of the layers it holds and the logits, answered from it (no module to hook)."
+    if m := RESID_SPEC.match(spec):
+        ks = [k for k in resid_indices(m[1], rec.n_layers) if m[1].strip() != '*' or k in rec.layers]
+        if missing := [k for k in ks if k not in rec.layers]:
+            raise ValueError(f"{spec!r}: resid{missing} are not in the recording (it holds resid{list(rec.layers)})")
+        return [_Site(f"target.resid[{k}]", None, 'recorded') for k in ks]
+    if spec == 'target.logits': return [_Site('target.logits', None, 'recorded')]
+    if spec == 'target.*': return [_Site(f"target.resid[{k}]", None, 'recorded') for k in rec.layers] + [_Site('target.logits', None, 'recorded')]
+    raise ValueError(f"{spec!r} is not in a recording: it holds target.resid[k] and target.logits, the draft's points run live")
+
 def _sites(spec:str, target, draft)->list:
     "The `_Site`s one point specification resolves to."
+    if _recorded(target) and (spec.startswith('target.') or spec.startswith('module:target')): return _recorded_sites(spec, target)
     if spec.startswith('module:'):
         _, which, glob = (spec.split(':', 2) + ['', ''])[:3]
         if which not in ('target', 'draft') or not glob: raise _unknown(spec)
@@ -145,7 +159,16 @@ class Capture:
         self.records.append(r)
         if self._writer is not None and self._writer.due(): self.flush()
 
+    def keep_recorded(self, resid, # k -> resid[k] [1, n, H] of the rows the recording answered
+                      logits, # () -> their logits [1, n, V]
+                     ):
+        "Record a recording's points for the forward it just answered (`engine.RecordedTarget.offer`), as hooks record a live target's."
+        if not self._open: return
+        for s in self.sites:
+            if s.kind == 'recorded': self._keep(s.point, logits() if s.point == 'target.logits' else resid(resid_k(s.point)))
+
     def _register(self, s:_Site):
+        if s.kind == 'recorded': return None   # answered by `keep_recorded`
         if s.kind == 'in':
             def hook(m, args, kwargs): self._keep(s.point, _input_tensor(args, kwargs))
             hook._eagle3_capture = True
@@ -155,7 +178,8 @@ class Capture:
         return s.module.register_forward_hook(hook)
 
     def _remove(self):
-        while self._handles: self._handles.pop().remove()
+        while self._handles:
+            if (h := self._handles.pop()) is not None: h.remove()
 
     def __enter__(self):
         if self._open: raise RuntimeError("this Capture is already open; nest a new Capture instead")

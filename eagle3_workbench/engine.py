@@ -267,7 +267,16 @@ class RecordedTarget:
         answer = torch.cat([toks[1:], self.rec.greedy(self.seq)[-1:]])   # after each position: the next token held, after the last the greedy one
         emit = on & (rows >= P - 1)   # a continuation position answers with it (also where only the draft vocabulary's logits were kept)
         got[emit, answer[rows[emit]]] = got[emit].max(-1).values + 1e-3
+        self._last = (rows, on, list(ids))
         return got.masked_fill(~on[:, None], float('nan')), _RecordedStates(self.rec, self.seq, rows, on, self.dtype)
+    def offer(self, capture, phase:str, cycle:int):
+        "Hand `capture` what the recording holds of the last forward: the rows on the recorded sequence (the target never saw the others)."
+        rows, on, ids = self._last
+        keep = on.nonzero()[:, 0]
+        if not len(keep): return
+        r = rows[keep]
+        with capture.phase(phase, cycle, positions=r.tolist(), token_ids=[ids[i] for i in keep]):
+            capture.keep_recorded(lambda k: self.rec.resid(k, self.seq)[r].to(self.dtype)[None], lambda: self.rec.logits(self.seq)[r].float()[None])
     def keep(self, keep:list, total:int): pass
     def cached(self)->int: return 0
 
@@ -341,6 +350,7 @@ class Session:
     def _target(self, ids, positions, mask=None, phase='extend'):
         "Target forward over `ids` at `positions` through its cache: (logits [n, V], aux features [1, n, k*H])."
         with self._phase(phase, positions, ids): logits, hs = self.target.forward(ids, positions, mask)
+        if self.capture is not None and isinstance(self.target, RecordedTarget): self.target.offer(self.capture, phase, self.cycle)
         return logits, aux_features(hs, self.wiring)
 
     @torch.no_grad()

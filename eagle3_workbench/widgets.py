@@ -10,13 +10,15 @@ from IPython.display import display
 from .capture import Capture, layer_mlp_points, fc_input_sources
 from .points import phase_pair, phase_key, point_key
 from .engine import Session, ExtendResult, VerifyResult
+from .recording import Recording
+from .search import recorded_prompts
 from .conventions import parse_wiring, format_wiring
 from .engines import Engine, ENGINE_NAMES, RESID
 from .wiring import wiring_from_ids, engine_reading
 from . import figures as fg, result_figures as rf
 
 # %% auto #0
-__all__ = ['WiringInput', 'timeline', 'stage_line', 'arrived', 'PhaseView', 'Stepper', 'stepper']
+__all__ = ['WiringInput', 'timeline', 'stage_line', 'arrived', 'PhaseView', 'RecordedPrompts', 'Stepper', 'stepper']
 
 # %% ../nbs/06_widgets.ipynb #fbafea5d
 _WIDE = dict(style={'description_width': 'initial'})
@@ -175,6 +177,19 @@ class PhaseView:
         self.detail_text = '\n'.join(lines)
         self.detail.value = f"<pre class='e3-detail' style='font-size:12px;line-height:1.35;margin:2px 0'>{html.escape(self.detail_text)}</pre>"
 
+# %% ../nbs/06_widgets.ipynb #f2b8d4a1
+class RecordedPrompts:
+    "A picker of the prompts a recording holds: by text where it kept a tokenizer, else by number and first token ids."
+    def __init__(self, pair): # a `Pair` whose target is a `Recording`
+        tok, self._ids = pair.tokenizer, recorded_prompts(pair.target)
+        if not self._ids: raise ValueError("the recording holds no prompts (only teacher-forced sequences): nothing to step")
+        self._texts = [tok.decode(p) if tok is not None else ' '.join(map(str, p)) for p in self._ids]
+        def label(n, p, t): return f"{n + 1}: {t[:70]!r}" if tok is not None else f"{n + 1}: {p[:8]}{' ...' if len(p) > 8 else ''} ({len(p)} tokens)"
+        self.box = W.Dropdown(options=[(label(n, p, t), n) for n, (p, t) in enumerate(zip(self._ids, self._texts))], value=0,
+                              description=f'recorded prompt (of {len(self._ids)})', layout=W.Layout(width='100%'), **_WIDE)
+    def ids(self)->list: return self._ids[self.box.value]    # the selected prompt's token ids
+    def text(self)->str: return self._texts[self.box.value]  # ... as the prompt box shows it
+
 # %% ../nbs/06_widgets.ipynb #5aed48a2
 class Stepper:
     "Buttons over one `Session`: Extend, Draft, Verify, Step, Run N, Reset, settings, the wiring box and full capture; a `PhaseView` of its history."
@@ -186,10 +201,15 @@ class Stepper:
         from eagle3_workbench.loading import load_pair
         from eagle3_workbench.prompts import read_prompts
         self.pair = pair = pair or load_pair()
-        pts = list(points or ['target.resid[*]', 'target.norm', *layer_mlp_points(pair.target), 'target.logits', 'draft.*'])
+        recorded = isinstance(pair.target, Recording)   # its stages come from the recording: resid[k] and the logits it holds
+        live = [] if recorded else ['target.norm', *layer_mlp_points(pair.target)]
+        pts = list(points or ['target.resid[*]', *live, 'target.logits', 'draft.*'])
         self.session = Session(pair, wiring=wiring, capture=Capture(pair.target, pair.draft, points=pts, mode='stats'), **settings)
         s = self.session.settings
-        self.prompt = W.Textarea(value=prompt if prompt is not None else read_prompts(n=1)[0], layout=W.Layout(width='100%', height='80px'))
+        self.picker = RecordedPrompts(pair) if recorded else None
+        first = self.picker.text() if recorded else read_prompts(n=1)[0]
+        self.prompt = W.Textarea(value=prompt if prompt is not None else first, layout=W.Layout(width='100%', height='80px'))
+        if recorded: self.picker.box.observe(lambda _: setattr(self.prompt, 'value', self.picker.text()), 'value')
         self.buttons = {n: W.Button(description=n) for n in ('Extend', 'Draft', 'Verify', 'Step', 'Run N', 'Reset')}
         self.run_n = W.BoundedIntText(value=16, min=1, max=4096, description='N tokens', layout=W.Layout(width='150px'), **_WIDE)
         self.steps = W.BoundedIntText(value=s.speculative_num_steps, min=0, max=64, description='steps', layout=W.Layout(width='120px'), **_WIDE)
@@ -203,7 +223,8 @@ class Stepper:
         for n, b in self.buttons.items(): b.on_click(lambda _, n=n: self.act(n))
         self.apply.on_click(lambda _: self.act('Apply'))
         self.full.observe(lambda ch: self.set_full(ch['new']), 'value')
-        self.ui = W.VBox([self.prompt, W.HBox(list(self.buttons.values()) + [self.run_n]), W.HBox([self.steps, self.topk, self.temperature, self.apply]),
+        self.ui = W.VBox(([self.picker.box] if recorded else []) + [self.prompt, W.HBox(list(self.buttons.values()) + [self.run_n]),
+                          W.HBox([self.steps, self.topk, self.temperature, self.apply]),
                           self.wiring.box, self.full, self.status, self.view.box])
         self.view.redraw()
 
@@ -228,6 +249,7 @@ class Stepper:
     def _prompt(self):
         "The prompt box as text, or as token ids ('5 17 23') for a pair without a tokenizer."
         p = self.prompt.value
+        if self.picker is not None and p == self.picker.text(): return self.picker.ids()   # the recorded prompt, token for token
         return p if self.pair.tokenizer is not None else [int(x) for x in p.replace(',', ' ').split()]
 
     def act(self, name:str):
