@@ -258,7 +258,9 @@ def _report(a)->int:
     import os
     from eagle3_workbench.reports import run_report, ReportError
     from eagle3_workbench.threads import ENV_VAR
-    params = {k: v for k, v in dict(target=a.target, draft=a.draft, engine=a.engine and a.engine.key, training_dump=a.training_dump).items() if v is not None}
+    if a.recording is not None and a.target is not None: raise ValueError(f"--target {a.target} and --recording {a.recording}: give one of them")
+    params = {k: v for k, v in dict(target=a.target, recording=a.recording, draft=a.draft, engine=a.engine and a.engine.key,
+                                    training_dump=a.training_dump).items() if v is not None}
     params.update({k: _param_value(v) for k, v in (a.param or [])})
     if a.threads is not None: os.environ[ENV_VAR] = str(a.threads)   # the report's kernel inherits it
     try: run_report(a.out, params, timeout=a.timeout, show_code=a.show_code)
@@ -324,6 +326,8 @@ def _report_parser(sub):
                         description='Run the wiring report notebook with papermill and export it to HTML with every figure embedded; '
                                     'the executed .ipynb is kept beside the HTML. With no model arguments it reports on the zoo pair.')
     rp.add_argument('--target', default=None, help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
+    rp.add_argument('--recording', default=None, metavar='DIR',
+                    help="a recording of the target (`record --out DIR`) instead of --target: the report without the target's weights")
     rp.add_argument('--draft', default=None, help='draft directory (default: the zoo draft of the target)')
     rp.add_argument('--engine', default=None, type=_engine_arg, metavar='ENGINE[==VERSION]', help=ENGINE_HELP)
     rp.add_argument('--training-dump', default=None)

@@ -31,7 +31,7 @@ def template_parameters(name:str='wiring_report')->dict:
 
 # %% ../nbs/07_reports.ipynb #66937e9b
 NEEDS = ('papermill', 'nbconvert', 'nbformat', 'ipykernel')   # what executing and exporting a report imports
-_PATH_PARAMS = ('target', 'draft', 'training_dump', 'prompts')
+_PATH_PARAMS = ('target', 'recording', 'draft', 'training_dump', 'prompts')
 
 def check_report_input(out, # the HTML file to write
                        parameters:dict, template:str='wiring_report'):
@@ -46,10 +46,13 @@ def check_report_input(out, # the HTML file to write
         v = parameters.get(k)
         if isinstance(v, str) and not v.startswith('zoo:') and not Path(v).expanduser().exists():
             raise ReportError(f"parameter {k}: {v}: no such file or directory", bad_input=True)
-    try:   # the model configs (cheap; the weights are read in the kernel)
+    try:   # the model configs and the recording's manifest (cheap; weights and shards are read in the kernel)
         from eagle3_workbench.loading import read_config, resolve_path
+        from eagle3_workbench.recording import is_recording
+        if (k := 'recording') in parameters and parameters[k] is not None and not is_recording(parameters[k]):
+            raise ValueError(f"{parameters[k]}: not a recording folder (no recording manifest.json; `record --out DIR` writes one)")
         for k in ('target', 'draft'):
-            if parameters.get(k) is not None: read_config(resolve_path(parameters[k]))
+            if parameters.get(k) is not None and not (k == 'target' and parameters.get('recording')): read_config(resolve_path(parameters[k]))
     except ValueError as e: raise ReportError(f"parameter {k}: {e}", bad_input=True) from None
     out = Path(out)
     if out.is_dir(): raise ReportError(f"--out {out}: is a directory, expected an HTML file path", bad_input=True)
@@ -158,6 +161,8 @@ def run_report(out='report.html', # the HTML file to write; the executed .ipynb 
     "Execute a report template with papermill in a child process (with a wall-clock limit) and export HTML."
     params = dict(parameters or {})
     check_report_input(out, params, template)
+    for k in _PATH_PARAMS:   # the kernel runs beside the HTML: paths as the caller meant them
+        if isinstance(params.get(k), str) and not params[k].startswith('zoo:'): params[k] = str(Path(params[k]).expanduser().resolve())
     out = Path(out); out.parent.mkdir(parents=True, exist_ok=True)
     ipynb = out.with_suffix('.ipynb')
     with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as f: json.dump(params, f)

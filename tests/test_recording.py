@@ -162,3 +162,19 @@ def test_dump_not_in_the_recording_is_a_named_finding(small):
     d = diagnose(recorded_pair(small), training_dump=_dump('zoo:tiny-dsv3-eagle3'), wiring=(0, 2, 6), accept=False)
     f = next(f for f in d.findings if f.code == 'DUMP_INVALID')
     assert 'not in the recording' in f.message and 'record --training-dump' in f.message and d.sweep
+
+@pytest.mark.slow
+def test_report_from_a_recording(tmp_path):
+    "`report --recording DIR` with paths relative to where the user stands: the verdict and acceptance of the recorded target, no weights."
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    cli = lambda *a: subprocess.run([sys.executable, '-m', 'eagle3_workbench.cli', *map(str, a)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    r = cli('record', '--out', 'rec', '--n-prompts', 8, '--max-new-tokens', 24, '--json')
+    assert r.returncode == 0, r.stderr
+    r = cli('report', '--recording', 'rec', '--out', 'out/report.html')
+    assert r.returncode == 0, r.stderr
+    nb = json.loads((tmp_path/'out'/'report.ipynb').read_text())
+    text = '\n'.join(''.join(o.get('text', '')) + ''.join(o.get('data', {}).get('text/plain', '')) for c in nb['cells'] for o in c.get('outputs', []))
+    assert f"Pair(target={tmp_path/'rec'} [deepseek_v3, 12 layers]" in text and 'verdict: OK' in text   # the zoo pair as trained
+    assert 'prompts: 8, 24 new tokens each' in text and 'lossless:                True' in text
+    assert (tmp_path/'out'/'report.html').stat().st_size > 100_000
+    assert cli('report', '--recording', 'rec', '--target', 'zoo:tiny-dsv3').returncode == 2
