@@ -38,7 +38,7 @@ def forked_cli():
 # longest start first and the short ones fill in behind them; in xdist's default order (most tests first) the four
 # browser tests came last and one worker ran them alone for the last minutes.
 LONGEST_FIRST = ('test_notebooks.py', 'test_doctor.py', 'test_browser.py', 'test_bad_inputs.py', 'test_benchmarks.py',
-                 'test_recording.py', 'test_engine.py', 'test_failure_classes.py', 'test_cli_json.py', 'test_zoo_deep.py')
+                 'test_recording.py', 'test_architectures.py', 'test_engine.py', 'test_failure_classes.py', 'test_cli_json.py', 'test_zoo_deep.py')
 
 def pytest_collection_modifyitems(config, items):
     "Longest files first, each file's tests in their own order (a stable sort)."
@@ -46,9 +46,8 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda it: rank.get(it.path.name, len(rank)))
 
 # Architectures with public EAGLE-3 drafts, each as transformers' own config class builds it, a few layers wide enough to
-# run in milliseconds. Windows are short (8) so that a prompt and its continuation outgrow them; the mixture-of-experts
-# ones route each token to 2 of 4 experts.
-TINY_MOE = ('deepseek_v3', 'qwen3_moe', 'gpt_oss', 'glm4_moe')
+# run in milliseconds. Windows and attention chunks are short (8) so that a prompt and its continuation outgrow them.
+TINY_MOE = ('deepseek_v3', 'qwen3_moe', 'gpt_oss', 'glm4_moe', 'llama4')
 
 def tiny_target_config(arch, vocab=96, **overrides):
     "A few-layer random-init config of each architecture the loader must support (`overrides`: config fields)."
@@ -73,7 +72,9 @@ def tiny_target_config(arch, vocab=96, **overrides):
                                               n_group=1, topk_group=1, **experts, **common),
           'deepseek_v3': lambda: T.DeepseekV3Config(**{**common, 'num_key_value_heads': 4}, n_shared_experts=1, n_routed_experts=4,
                                                     first_k_dense_replace=1, n_group=1, topk_group=1, kv_lora_rank=16, q_lora_rank=None,
-                                                    qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8, **experts)}
+                                                    qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8, **experts),
+          'llama4': lambda: T.Llama4TextConfig(head_dim=8, num_local_experts=4, num_experts_per_tok=1, intermediate_size_mlp=64,
+                                               interleave_moe_layer_step=1, attention_chunk_size=8, **common)}
     if arch not in kw: raise ValueError(arch)
     cfg = kw[arch]()
     for k, v in overrides.items(): setattr(cfg, k, v)
