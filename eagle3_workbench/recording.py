@@ -274,7 +274,8 @@ def greedy_continuations(target, # a transformers causal LM
         ps = [list(p) for p in prompts[i:i + batch]]; B, L = len(ps), max(map(len, ps))
         x, att = torch.zeros(B, L, dtype=torch.long), torch.zeros(B, L, dtype=torch.long)
         for r, p in enumerate(ps): x[r, L - len(p):], att[r, L - len(p):] = torch.tensor(p), 1
-        pos, cache, gen, done = (att.cumsum(1) - 1).clamp(min=0), DynamicCache(), [[] for _ in ps], [False] * B
+        cache = DynamicCache(config=target.config)   # the cache transformers builds itself: windowed and linear-attention layers as it keeps them
+        pos, gen, done = (att.cumsum(1) - 1).clamp(min=0), [[] for _ in ps], [False] * B
         for _ in range(n):
             t = target(input_ids=x.to(dev), attention_mask=att.to(dev), position_ids=pos.to(dev), use_cache=True,
                        **{cache_kw(target): cache}).logits[:, -1].argmax(-1).cpu()
