@@ -117,7 +117,7 @@ def _window_overlay(config, layer_type:str):
     if layer_type == 'sliding_attention': return sliding_window_overlay(config.sliding_window)
     if layer_type == 'chunked_attention': return chunked_overlay(config.attention_chunk_size, torch.zeros(1, dtype=torch.long))
     raise ValueError(f"{getattr(config, 'model_type', 'the target')}: layer type {layer_type!r}: in-process verification "
-                     "knows full, sliding-window and chunked attention only")
+                     "knows full, sliding-window and chunked attention only; a recording of the target (`record`) runs from what it recorded")
 
 def attention_layer_types(config)->list:
     "The attention type of each layer, as the target's modelling file chooses its mask."

@@ -74,7 +74,9 @@ def tiny_target_config(arch, vocab=96, **overrides):
                                                     first_k_dense_replace=1, n_group=1, topk_group=1, kv_lora_rank=16, q_lora_rank=None,
                                                     qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8, **experts),
           'llama4': lambda: T.Llama4TextConfig(head_dim=8, num_local_experts=4, num_experts_per_tok=1, intermediate_size_mlp=64,
-                                               interleave_moe_layer_step=1, attention_chunk_size=8, **common)}
+                                               interleave_moe_layer_step=1, attention_chunk_size=8, **common),
+          'qwen3_5': lambda: T.Qwen3_5TextConfig(head_dim=8, linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+                                                 linear_num_value_heads=4, layer_types=['linear_attention', 'full_attention'] * 3, **common)}
     if arch not in kw: raise ValueError(arch)
     cfg = kw[arch]()
     for k, v in overrides.items(): setattr(cfg, k, v)

@@ -21,6 +21,7 @@ from eagle3_workbench.recording import record, recorded_pair, open_recording
 ARCHS = ['llama', 'llama3', 'qwen2', 'qwen3', 'qwen3_moe', 'gpt_oss', 'mistral', 'mistral_window', 'gemma2', 'gemma3',
          'glm4_moe', 'deepseek_v3', 'llama4']
 WINDOWED = ['gpt_oss', 'mistral_window', 'gemma2', 'gemma3']   # a sliding window of 8 positions on some or all layers
+LINEAR = ['qwen3_5']   # linear-attention layers (Qwen3.5's gated delta rule): recorded, and run from the recording only
 V, N, LAYERS = 96, 20, 6   # vocabulary, new tokens per prompt, decoder layers
 SETTINGS = {'chain': dict(speculative_num_steps=3),
             'tree': dict(speculative_num_steps=3, speculative_eagle_topk=3, speculative_num_draft_tokens=7)}
@@ -86,7 +87,7 @@ def _speculate(pair, prompt, ref, **settings)->tuple:
 
 # --- resid[k] ---------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize('arch', ARCHS)
+@pytest.mark.parametrize('arch', ARCHS + LINEAR)
 def test_resid_bitwise_equals_hidden_states(pairs, arch):
     "The capture's resid[k] are transformers' hidden_states[k] bit for bit; resid[N] is the last layer's output, whose final norm is transformers' last entry."
     t = pairs(arch).target
@@ -162,3 +163,18 @@ def test_tied_embeddings_recorded_once_and_run(tmp_path, arch):
         ref = _generate(pair.target, p, N + 8)
         out, verifies = _speculate(rp, p, ref, **SETTINGS['tree'])
         assert out == ref[:len(out)] and sum(v.accepted for v in verifies) > 0
+
+@pytest.mark.slow
+@pytest.mark.parametrize('arch', LINEAR)
+def test_linear_attention_refused_live_and_run_from_recording(pairs, arch, tmp_path):
+    "A verify forward cannot roll a recurrent state back to the accepted path: the live session says so; the recording runs lossless."
+    pair = pairs(arch)
+    with pytest.raises(ValueError, match="layer type 'linear_attention'"): Session(pair)
+    rec = record(pair, PROMPTS, out=tmp_path/'rec', max_new_tokens=N + 8)
+    rp = recorded_pair(tmp_path/'rec', pair.draft_path)
+    for i, p in enumerate(PROMPTS):
+        ref = _generate(pair.target, p, N + 8)
+        assert rec.tokens(i)[len(p):].tolist() == ref   # recorded with the cache transformers builds for these layers
+        for name, kw in SETTINGS.items():
+            out, verifies = _speculate(rp, p, ref, **kw)
+            assert len(out) >= N and out == ref[:len(out)] and sum(v.accepted for v in verifies) > 0, (name, i)
