@@ -28,7 +28,7 @@ SETTINGS = {'chain': dict(speculative_num_steps=3),
 PROMPTS = random_prompts(2, vocab=V, length=12, seed=3)   # longer than the window: verify must apply it
 
 def _pair(root, arch, **config):
-    "A tiny target of `arch` and a random full-vocabulary draft fed resid[2, 3, 4], saved and loaded as a user would."
+    "A tiny target of `arch` and a random full-vocabulary draft (aux ids [1, 2, 3]), saved and loaded as a user would."
     save_tiny_target(root/arch, arch, vocab=V, **config)
     cfg = tiny_draft_config(vocab=V, draft_vocab=V)
     save_draft(random_draft(cfg), root/'draft', cfg)
@@ -178,3 +178,16 @@ def test_linear_attention_refused_live_and_run_from_recording(pairs, arch, tmp_p
         for name, kw in SETTINGS.items():
             out, verifies = _speculate(rp, p, ref, **kw)
             assert len(out) >= N and out == ref[:len(out)] and sum(v.accepted for v in verifies) > 0, (name, i)
+
+@pytest.mark.slow
+def test_cli_records_a_tied_target(tmp_path, capsys):
+    "`eagle3-workbench record` on a tied target writes the recording (safetensors' refusal of the shared head was answered exit 2, blaming the input)."
+    import shutil
+    from eagle3_workbench.cli import main, EXIT_OK
+    from eagle3_workbench.loading import resolve_path
+    t = save_tiny_target(tmp_path/'tied', 'qwen2', vocab=2048, tie_word_embeddings=True)
+    for f in ('tokenizer.json', 'tokenizer_config.json'): shutil.copy(resolve_path('zoo:tiny-llama')/f, t/f)   # the zoo's 2048-token tokenizer
+    code = main(['record', '--target', str(t), '--out', str(tmp_path/'rec'), '--n-prompts', '2', '--max-new-tokens', '4'])
+    assert code == EXIT_OK, capsys.readouterr().err
+    rec = open_recording(tmp_path/'rec')
+    assert rec.manifest['borrowed']['same'] == {'lm_head': 'embed_tokens'} and len(rec.sequences) == 2
