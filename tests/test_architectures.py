@@ -61,14 +61,17 @@ def _generate(model, prompt, n)->list:
     return model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, do_sample=False,
                           eos_token_id=V, pad_token_id=0)[0, len(prompt):].tolist()   # V: an id no token has
 
-def _steer(draft, sequence:list, bonus:float=20.0):
-    "Make `draft` propose `sequence`'s tokens: at draft position q the token at q + 2, except where withheld or outranked."
+def _steer(draft, sequences:list, bonus:float=20.0):
+    "Make `draft` propose the tokens of whichever of `sequences` it extends: at draft position q the token at q + 2, except where withheld or outranked."
     assert draft.config.draft_vocab_size == V and not draft.d2t.any()   # draft id = target id
-    real = type(draft).forward
+    real, now = type(draft).forward, [[]]
     def forward(self, features, input_ids, positions, cache=None, mask=None, from_target=True):
         h, logits = real(self, features, input_ids, positions, cache, mask, from_target)
-        logits = logits.clone()
-        for r, q in enumerate(positions[0].tolist()):
+        ids, pos = input_ids[0].tolist(), positions[0].tolist()
+        if pos[0] == 0:   # a draft extend over a prompt: the sequence it begins (its tokens from position 1)
+            now[0] = next((q for q in sequences if q[1:1 + len(ids)] == ids), [])
+        logits, sequence = logits.clone(), now[0]
+        for r, q in enumerate(pos):
             if q + 2 >= len(sequence) or q % 3 == 1: continue
             t = sequence[q + 2]
             logits[0, r, t] += bonus
@@ -79,7 +82,7 @@ def _steer(draft, sequence:list, bonus:float=20.0):
 
 def _speculate(pair, prompt, ref, **settings)->tuple:
     "(emitted tokens, the verify results) of one prompt, the draft steered toward `prompt + ref`."
-    _steer(pair.draft, prompt + ref)
+    _steer(pair.draft, [prompt + ref])
     s = Session(pair, **settings)
     s.extend(prompt)
     steps = s.run(N)
@@ -147,6 +150,23 @@ def test_run_from_recording_equals_in_process(pairs, live, arch, tmp_path):
             assert rec.tokens(i)[len(p):].tolist() == ref   # the recorder's greedy continuation is generate's
             played, pv = _speculate(rp, p, ref, **kw)
             assert played == out and [v.accept_length for v in pv] == [v.accept_length for v in lv], (name, i)
+
+def _flat(x, at=''):
+    "Every leaf of a JSON answer, by its path."
+    if isinstance(x, dict): return {k: v for key, val in x.items() for k, v in _flat(val, f'{at}.{key}').items()}
+    if isinstance(x, list): return {k: v for i, val in enumerate(x) for k, v in _flat(val, f'{at}[{i}]').items()}
+    return {at: x}
+
+@pytest.mark.slow
+@pytest.mark.parametrize('arch', WINDOWED + ['llama4'])
+def test_diagnose_from_recording_equals_in_process(pairs, arch, tmp_path):
+    "The doctor's whole answer (search scores, findings, accept lengths) from a recording folder is the one it gives on the live target."
+    from eagle3_workbench.doctor import diagnose
+    pair, prompts = pairs(arch), random_prompts(8, vocab=V, length=12, seed=5)
+    live = _flat(diagnose(pair, prompts=prompts, accept_prompts=4, accept_tokens=12).to_json())
+    rp = recorded_pair(record(pair, prompts, out=tmp_path/'rec', max_new_tokens=40), pair.draft_path)
+    played = _flat(diagnose(rp, accept_prompts=4, accept_tokens=12).to_json())
+    assert len(live) > 100 and {k for k in live if live[k] != played.get(k)} == {'.seconds'}
 
 @pytest.mark.slow
 @pytest.mark.parametrize('arch', ['llama3', 'qwen2', 'qwen3', 'gemma2', 'gemma3'])
