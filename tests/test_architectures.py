@@ -169,6 +169,23 @@ def test_diagnose_from_recording_equals_in_process(pairs, arch, tmp_path):
     assert len(live) > 100 and {k for k in live if live[k] != played.get(k)} == {'.seconds'}
 
 @pytest.mark.slow
+@pytest.mark.parametrize('arch', WINDOWED + ['llama4'])
+def test_stepper_cycle(pairs, arch):
+    "The stepper's buttons, one phase at a time with a capture attached, end on `generate`'s tokens."
+    from eagle3_workbench.widgets import Stepper
+    pair, p = pairs(arch), PROMPTS[0]
+    ref = _generate(pair.target, p, N + 8)
+    _steer(pair.draft, [p + ref])
+    st = Stepper(pair)
+    st.prompt.value = ' '.join(map(str, p))
+    for button in ('Extend', 'Draft', 'Verify', 'Step', 'Run N'):
+        st.act(button)
+        assert 'error' not in st.status.value, (button, st.status.value)
+    out = st.session.tokens[len(p):]
+    assert len(out) >= N and out == ref[:len(out)] and len(st.capture.records) > 0
+    assert any(r.accepted for r in st.session.history if hasattr(r, 'accepted'))
+
+@pytest.mark.slow
 @pytest.mark.parametrize('arch', ['llama3', 'qwen2', 'qwen3', 'gemma2', 'gemma3'])
 def test_tied_embeddings_recorded_once_and_run(tmp_path, arch):
     "A tied head (Llama 3.2, small Qwen2.5 / Qwen3, Gemma) is written once, read back as the head, and the recording runs lossless."
