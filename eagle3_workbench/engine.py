@@ -113,6 +113,7 @@ def tree_mask(parents:list, past:int, device='cpu')->torch.Tensor:
 def _window_overlay(config, layer_type:str):
     "transformers' overlay of a layer type (query index, key index -> may see), None for plain causal attention."
     from transformers.masking_utils import sliding_window_overlay, chunked_overlay
+    config = config.get_text_config()
     if layer_type == 'full_attention': return None
     if layer_type == 'sliding_attention': return sliding_window_overlay(config.sliding_window)
     if layer_type == 'chunked_attention': return chunked_overlay(config.attention_chunk_size, torch.zeros(1, dtype=torch.long))
@@ -120,7 +121,8 @@ def _window_overlay(config, layer_type:str):
                      "knows full, sliding-window and chunked attention only; a recording of the target (`record`) runs from what it recorded")
 
 def attention_layer_types(config)->list:
-    "The attention type of each layer, as the target's modelling file chooses its mask."
+    "The attention type of each layer, as the target's modelling file chooses its mask (a composite config: its language model's)."
+    config = config.get_text_config()
     if (types := getattr(config, 'layer_types', None)) is not None: return list(types)
     return ['sliding_attention' if getattr(config, 'sliding_window', None) is not None else 'full_attention'] * config.num_hidden_layers
 
@@ -129,7 +131,7 @@ def target_masks(config, # the target's config
                  positions:list, # the n nodes' positions; the cached prefix holds positions 0 .. past - 1
                 ): # `attention_mask` for the model: a dict {layer type: mask} when the config lists layer types, else one mask
     "The ancestry mask with each layer type's window applied by position, in the form the target's modelling file takes."
-    past = ancestry.shape[-1] - len(positions)
+    config, past = config.get_text_config(), ancestry.shape[-1] - len(positions)
     q = torch.tensor(positions, device=ancestry.device)[:, None]
     k = torch.cat([torch.arange(past, device=ancestry.device), q[:, 0]])[None]
     def masked(t):
