@@ -1,7 +1,8 @@
 """The architecture matrix: small random-init targets of each architecture with public EAGLE-3 drafts, built from
 transformers' own config classes (conftest.tiny_target_config), each checked against transformers itself: resid[k] as
-its hidden states, speculative output as its greedy `generate` (chain and tree), the recording's answers as the live
-target's, and a tied head recorded once.
+its hidden states, speculative output as its greedy `generate` (chain and tree, also through the stepper), the
+recording's answers (run, diagnose) as the live target's, and a tied head recorded once (by `record` and by the CLI).
+Qwen3.5's linear-attention layers are refused live, with the reason, and run from their recording.
 
 A random draft gets almost nothing accepted, and a verify that is never asked about a proposal beyond the first cannot
 be caught mis-masking it. So the draft here is steered: its own logits plus a bonus on the token the target decodes
