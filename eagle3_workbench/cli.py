@@ -456,7 +456,7 @@ def main(argv=None)->int:
     "Entry point of `eagle3-workbench`."
     a = parser().parse_args(argv)   # --help and argument errors answer here, before torch is imported
     try: return a.func(a)
-    except (ValueError, FileNotFoundError, RuntimeError, OSError) as e:   # ModelLoadError is a ValueError
+    except (ValueError, FileNotFoundError, OSError) as e:   # ModelLoadError is a ValueError; a RuntimeError is torch's or ours: a bug
         print(f"eagle3-workbench {a.command}: error: {_in_user_terms(' '.join(str(e).split()))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -15,8 +15,9 @@ from .prompts import check_prompts
 from .stats import bootstrap_ci
 
 # %% auto #0
-__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'LiveTarget',
-           'RecordedTarget', 'Session', 'summarize', 'greedy_reference', 'RunReport', 'run_prompts']
+__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'attention_layer_types',
+           'target_masks', 'LiveTarget', 'RecordedTarget', 'Session', 'summarize', 'greedy_reference', 'RunReport',
+           'run_prompts']
 
 # %% ../nbs/03_engine.ipynb #b80f7f73
 @dataclass
@@ -107,6 +108,37 @@ def tree_mask(parents:list, past:int, device='cpu')->torch.Tensor:
         j = i
         while j >= 0: m[i, past + j] = 0; j = parents[j]
     return m[None, None]
+
+# %% ../nbs/03_engine.ipynb #2765fdda
+def _window_overlay(config, layer_type:str):
+    "transformers' overlay of a layer type (query index, key index -> may see), None for plain causal attention."
+    from transformers.masking_utils import sliding_window_overlay, chunked_overlay
+    config = config.get_text_config()
+    if layer_type == 'full_attention': return None
+    if layer_type == 'sliding_attention': return sliding_window_overlay(config.sliding_window)
+    if layer_type == 'chunked_attention': return chunked_overlay(config.attention_chunk_size, torch.zeros(1, dtype=torch.long))
+    raise ValueError(f"{getattr(config, 'model_type', 'the target')}: layer type {layer_type!r}: in-process verification "
+                     "knows full, sliding-window and chunked attention only; a recording of the target (`record`) runs from what it recorded")
+
+def attention_layer_types(config)->list:
+    "The attention type of each layer, as the target's modelling file chooses its mask (a composite config: its language model's)."
+    config = config.get_text_config()
+    if (types := getattr(config, 'layer_types', None)) is not None: return list(types)
+    return ['sliding_attention' if getattr(config, 'sliding_window', None) is not None else 'full_attention'] * config.num_hidden_layers
+
+def target_masks(config, # the target's config
+                 ancestry, # `tree_mask`: [1, 1, n, past + n], 0 where a node may look
+                 positions:list, # the n nodes' positions; the cached prefix holds positions 0 .. past - 1
+                ): # `attention_mask` for the model: a dict {layer type: mask} when the config lists layer types, else one mask
+    "The ancestry mask with each layer type's window applied by position, in the form the target's modelling file takes."
+    config, past = config.get_text_config(), ancestry.shape[-1] - len(positions)
+    q = torch.tensor(positions, device=ancestry.device)[:, None]
+    k = torch.cat([torch.arange(past, device=ancestry.device), q[:, 0]])[None]
+    def masked(t):
+        see = _window_overlay(config, t)
+        return ancestry if see is None else ancestry.masked_fill(~see(0, 0, q, k), float('-inf'))
+    if getattr(config, 'layer_types', None) is None: return masked(attention_layer_types(config)[0])
+    return {t: masked(t) for t in dict.fromkeys(config.layer_types)}
 
 # %% ../nbs/03_engine.ipynb #195fab9c
 def _keep_cache(cache, keep:list, total:int):
@@ -212,13 +244,16 @@ class LiveTarget:
         from transformers import DynamicCache
         self.model, self._cache_cls = model, DynamicCache
         p = next(model.parameters()); self.device, self.dtype = p.device, p.dtype
+        for t in set(attention_layer_types(model.config)): _window_overlay(model.config, t)   # an attention it cannot mask: said now
         self.reset()
     def reset(self): self.cache = self._cache_cls()
     @torch.no_grad()
     def forward(self, ids, positions, mask=None)->tuple: # (logits [n, V], `ResidStates`)
         x, pos = torch.tensor([ids], device=self.device), torch.tensor([positions], device=self.device)
+        if mask is not None:   # verify: the ancestry mask with each layer type's window, as the modelling file takes it
+            mask = target_masks(self.model.config, mask.to(self.device, self.dtype), positions)
         out, hs = resid_forward(self.model, input_ids=x, position_ids=pos, use_cache=True, **{cache_kw(self.model): self.cache},
-                                attention_mask=None if mask is None else mask.to(self.device, self.dtype))
+                                attention_mask=mask)
         return out.logits[0], hs
     def keep(self, keep:list, total:int): _keep_cache(self.cache, keep, total)
     def cached(self)->int: return self.cache.get_seq_length()

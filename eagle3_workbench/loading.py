@@ -205,6 +205,7 @@ def load_target(path, # directory with config.json and weights (or a `zoo:NAME`)
 def target_parts(model)->dict:
     "The target's forward pieces by name: embedding, decoder layers, final norm, lm_head."
     inner = model.get_decoder() if hasattr(model, 'get_decoder') else model.model
+    if not hasattr(inner, 'layers'): inner = model.model   # Llama 4's causal LM: `get_decoder` answers itself, its decoder is `model`
     return dict(embed=inner.embed_tokens, layers=inner.layers, norm=inner.norm, lm_head=model.get_output_embeddings())
 
 # %% ../nbs/01c_loading.ipynb #a3a9cb29

@@ -129,9 +129,13 @@ class Recording:
         return self._parts[dtype]
     def get_decoder(self): return self.stand_in().get_decoder()                  # so `target_parts(recording)` answers
     def get_output_embeddings(self): return self.stand_in().get_output_embeddings()
-    def embedding(self)->torch.Tensor|None: return None if self.borrowed is None else self.borrowed.get('embed_tokens')
-    def lm_head(self)->torch.Tensor|None:
-        return self.borrowed.get('lm_head') if self.borrowed is not None and 'lm_head' in self.borrowed.keys() else None
+    def _borrowed(self, name:str)->torch.Tensor|None:
+        "A borrowed weight by name; a tied head was written once, under the embedding's name (the manifest's `same`)."
+        if self.borrowed is None: return None
+        name = (self.manifest.get('borrowed') or {}).get('same', {}).get(name, name)
+        return self.borrowed.get(name) if name in self.borrowed.keys() else None
+    def embedding(self)->torch.Tensor|None: return self._borrowed('embed_tokens')
+    def lm_head(self)->torch.Tensor|None: return self._borrowed('lm_head')
     def __repr__(self):
         t, n = self.target, len(self.sequences)
         where = self.folder or 'in memory'
@@ -190,12 +194,17 @@ class RecordingWriter:
                                        for r, s in enumerate(seqs)]
         _write_json(self.folder/MANIFEST, self.manifest)
     def finish(self, borrowed:dict):
-        "Write what a draft borrows, then mark the recording complete."
+        "Write what a draft borrows, then mark the recording complete; a tensor two names share (a tied head) is written once."
         from safetensors.torch import save_file
         if borrowed:
-            tmp = self.folder/(BORROWED + '.tmp')
-            save_file({k: v.contiguous() for k, v in borrowed.items()}, str(tmp))
-            self.manifest['borrowed'] = dict(file=BORROWED, sha256=_sha256(tmp), tensors=sorted(borrowed))
+            tmp, written, same = self.folder/(BORROWED + '.tmp'), {}, {}
+            for k in sorted(borrowed):   # safetensors refuses two names over one storage: the second name points at the first
+                v = borrowed[k]
+                twin = next((n for n, w in written.items() if w.data_ptr() == v.data_ptr() and w.shape == v.shape and w.dtype == v.dtype), None)
+                if twin is None: written[k] = v.contiguous()
+                else: same[k] = twin
+            save_file(written, str(tmp))
+            self.manifest['borrowed'] = dict(file=BORROWED, sha256=_sha256(tmp), tensors=sorted(borrowed), **({'same': same} if same else {}))
             os.replace(tmp, self.folder/BORROWED)
         self.manifest['complete'] = True
         _write_json(self.folder/MANIFEST, self.manifest)
@@ -267,7 +276,8 @@ def greedy_continuations(target, # a transformers causal LM
         ps = [list(p) for p in prompts[i:i + batch]]; B, L = len(ps), max(map(len, ps))
         x, att = torch.zeros(B, L, dtype=torch.long), torch.zeros(B, L, dtype=torch.long)
         for r, p in enumerate(ps): x[r, L - len(p):], att[r, L - len(p):] = torch.tensor(p), 1
-        pos, cache, gen = (att.cumsum(1) - 1).clamp(min=0), DynamicCache(), [[] for _ in ps]
+        cache = DynamicCache(config=target.config)   # the cache transformers builds itself: windowed and linear-attention layers as it keeps them
+        pos, gen = (att.cumsum(1) - 1).clamp(min=0), [[] for _ in ps]
         left = [None] * B   # per prompt: tokens still to decode once its end-of-text token came (None: not yet)
         for _ in range(n):
             t = target(input_ids=x.to(dev), attention_mask=att.to(dev), position_ids=pos.to(dev), use_cache=True,
@@ -416,7 +426,9 @@ def record(target, # a transformers causal LM (`load_target`), or a `Pair` (its 
         else: memory.append(seqs)
     bar.close()
     parts = target_parts(target)
-    borrowed = {k: (parts['embed'] if k == 'embed_tokens' else parts['lm_head']).weight.detach().to(dtype).cpu() for k in borrow}
+    weights = {k: (parts['embed'] if k == 'embed_tokens' else parts['lm_head']).weight for k in borrow}
+    copies = {id(w): w.detach().to(dtype).cpu() for w in {id(w): w for w in weights.values()}.values()}   # a tied head is the embedding: one copy
+    borrowed = {k: copies[id(w)] for k, w in weights.items()}
     if w:
         if tokenizer is not None and hasattr(tokenizer, 'save_pretrained'): tokenizer.save_pretrained(str(Path(out)/'tokenizer'))
         w.finish(borrowed)

@@ -38,33 +38,56 @@ def forked_cli():
 # longest start first and the short ones fill in behind them; in xdist's default order (most tests first) the four
 # browser tests came last and one worker ran them alone for the last minutes.
 LONGEST_FIRST = ('test_notebooks.py', 'test_doctor.py', 'test_browser.py', 'test_bad_inputs.py', 'test_benchmarks.py',
-                 'test_recording.py', 'test_engine.py', 'test_failure_classes.py', 'test_cli_json.py', 'test_zoo_deep.py')
+                 'test_recording.py', 'test_architectures.py', 'test_engine.py', 'test_failure_classes.py', 'test_cli_json.py', 'test_zoo_deep.py')
 
 def pytest_collection_modifyitems(config, items):
     "Longest files first, each file's tests in their own order (a stable sort)."
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda it: rank.get(it.path.name, len(rank)))
 
-def tiny_target_config(arch, vocab=96):
-    "A few-layer random-init config of each architecture the loader must support."
-    from transformers import LlamaConfig, Qwen2Config, Qwen3Config, DeepseekV3Config
+# Architectures with public EAGLE-3 drafts, each as transformers' own config class builds it, a few layers wide enough to
+# run in milliseconds. Windows and attention chunks are short (8) so that a prompt and its continuation outgrow them.
+TINY_MOE = ('deepseek_v3', 'qwen3_moe', 'gpt_oss', 'glm4_moe', 'llama4')
+
+def tiny_target_config(arch, vocab=96, **overrides):
+    "A few-layer random-init config of each architecture the loader must support (`overrides`: config fields)."
+    import transformers as T
     common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=6, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False)
-    if arch == 'llama': return LlamaConfig(**common)
-    if arch == 'qwen2': return Qwen2Config(**common)
-    if arch == 'qwen3': return Qwen3Config(head_dim=8, **common)
-    if arch == 'deepseek_v3':
-        return DeepseekV3Config(**{**common, 'num_key_value_heads': 4}, moe_intermediate_size=16, n_shared_experts=1,
-            n_routed_experts=4, num_experts_per_tok=2, first_k_dense_replace=1, n_group=1, topk_group=1, kv_lora_rank=16,
-            q_lora_rank=None, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8)
-    raise ValueError(arch)
+    alternating = ['sliding_attention', 'full_attention'] * 3
+    experts = dict(moe_intermediate_size=16, num_experts_per_tok=2)
+    kw = {'llama': lambda: T.LlamaConfig(**common),
+          'llama3': lambda: T.LlamaConfig(**common, rope_parameters=dict(rope_type='llama3', rope_theta=500000.0, factor=8.0,
+                                          low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=16)),
+          'qwen2': lambda: T.Qwen2Config(**common),
+          'qwen3': lambda: T.Qwen3Config(head_dim=8, **common),
+          'qwen3_moe': lambda: T.Qwen3MoeConfig(head_dim=8, num_experts=4, decoder_sparse_step=1, **experts, **common),
+          'gpt_oss': lambda: T.GptOssConfig(head_dim=8, num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
+                                            layer_types=alternating, **common),
+          'mistral': lambda: T.MistralConfig(head_dim=8, sliding_window=None, **common),
+          'mistral_window': lambda: T.MistralConfig(head_dim=8, sliding_window=8, **common),
+          'gemma2': lambda: T.Gemma2Config(head_dim=8, sliding_window=8, layer_types=alternating, **common),
+          'gemma3': lambda: T.Gemma3TextConfig(head_dim=8, sliding_window=8, layer_types=alternating, **common),
+          'glm4_moe': lambda: T.Glm4MoeConfig(head_dim=8, n_routed_experts=4, n_shared_experts=1, first_k_dense_replace=1,
+                                              n_group=1, topk_group=1, **experts, **common),
+          'deepseek_v3': lambda: T.DeepseekV3Config(**{**common, 'num_key_value_heads': 4}, n_shared_experts=1, n_routed_experts=4,
+                                                    first_k_dense_replace=1, n_group=1, topk_group=1, kv_lora_rank=16, q_lora_rank=None,
+                                                    qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8, **experts),
+          'llama4': lambda: T.Llama4TextConfig(head_dim=8, num_local_experts=4, num_experts_per_tok=1, intermediate_size_mlp=64,
+                                               interleave_moe_layer_step=1, attention_chunk_size=8, **common),
+          'qwen3_5': lambda: T.Qwen3_5TextConfig(head_dim=8, linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+                                                 linear_num_value_heads=4, layer_types=['linear_attention', 'full_attention'] * 3, **common)}
+    if arch not in kw: raise ValueError(arch)
+    cfg = kw[arch]()
+    for k, v in overrides.items(): setattr(cfg, k, v)
+    return cfg
 
-def save_tiny_target(path, arch='llama', vocab=96, seed=0):
-    "Build, save and return the path of a random-init target."
+def save_tiny_target(path, arch='llama', vocab=96, seed=0, **overrides):
+    "Build, save and return the path of a random-init target (`overrides`: config fields, e.g. tie_word_embeddings=True)."
     from transformers import AutoModelForCausalLM
     torch.manual_seed(seed)
-    kw = {'experts_implementation': 'eager'} if arch == 'deepseek_v3' else {}
-    m = AutoModelForCausalLM.from_config(tiny_target_config(arch, vocab), attn_implementation='eager', **kw)
+    kw = {'experts_implementation': 'eager'} if arch in TINY_MOE else {}
+    m = AutoModelForCausalLM.from_config(tiny_target_config(arch, vocab, **overrides), attn_implementation='eager', **kw)
     m.save_pretrained(path)
     return Path(path)
 
