@@ -9,7 +9,8 @@ from typing import NamedTuple
 import copy
 from .conventions import (to_resid, from_resid, default_resid_layers, read_aux_ids, as_layer_ids, convention_rule,
                                           FIELDS, AUX_KEY)
-from .engines import Engine, READING_ROWS, PR25454_FILES, SGLANG, VLLM, TRTLLM
+from .engines import (Engine, READING_ROWS, PR25454_FILES, TENSOR_SAID, MODEL_FILES, SGLANG, VLLM, TRTLLM,
+                                      model_file, assumed_file, rule_conventions)
 
 # %% auto #0
 __all__ = ['EngineReading', 'engine_reading', 'engine_readings', 'sglang_rule_note', 'disagreements', 'Wiring', 'resolve_wiring',
@@ -59,6 +60,8 @@ def engine_reading(draft_config:dict, # a draft config.json, as a dict
     for i, k, x in zip(ids or resid, resid, reach):   # an id beyond the target is named as written
         if x.how != 'captured': probs.append(f"id {i} maps to resid[{k}], which does not exist: a target with {n_layers} layers has resid[0..{n_layers}]" if x.how == 'does not exist' else x.why)
     probs += ["resid[0] is the token embedding, not a layer output" for k, x in zip(resid, reach) if k == 0 and x.captured]
+    if r.tensor != 'resid' and any(k > 0 for k in resid):   # the model file captures something else than the residual stream
+        probs.append(f"at each capture point after the embedding {r.engine} ({r.file}) feeds {TENSOR_SAID[r.tensor]} ({r.sources['tensor']})")
     if not resid: probs.append("the id list is empty: the draft gets no aux hidden states")
     got = tuple(k for k, x in zip(resid, reach) if x.captured)
     fed = tuple(sorted(set(got)))
@@ -78,13 +81,18 @@ def engine_readings(draft_config:dict, # a draft config.json, as a dict
 
 # %% ../nbs/00b_wiring.ipynb #48e68ca5
 def sglang_rule_note(mtype:str|None)->str:
-    "Which of SGLang's two rules applies to a target model type, said aloud (PR #25454 changed only some model files)."
+    "Which of SGLang's rules applies to a target model type, said aloud from the model-file rows (each file has its own setter)."
+    own = sorted({m.file for m in MODEL_FILES if m.engine == SGLANG and m.family not in ('llama', 'deepseek', 'glm4_moe_lite')})
     if mtype is None:
         return ("no --model-type or --target given: the 'SGLang >=PR#25454' row assumes a DeepSeek/Kimi target "
                 f"({', '.join(PR25454_FILES)}), the only model files that PR changed; for any other target SGLang reads "
-                "the ids as the 'SGLang <PR#25454' row. Pass --model-type or --target to decide.")
-    if mtype in PR25454_FILES: return f"model type {mtype}: SGLang after PR #25454 reads the ids with its DeepSeek/Kimi rule"
-    return f"model type {mtype}: PR #25454 did not change this model file, so both SGLang rows read the ids the same way"
+                "the ids as the 'SGLang <PR#25454' row. Pass --model-type or --target to decide. "
+                f"{assumed_file(SGLANG, None)}; {', '.join(own)} also read or capture otherwise.")
+    m, r = model_file(SGLANG, mtype), Engine.parse(SGLANG).rules(mtype)
+    file = f"SGLang serves it with {m.file} ({m.cite})" if m else assumed_file(SGLANG, mtype)
+    if mtype in PR25454_FILES: return f"model type {mtype}: {file}; SGLang after PR #25454 reads the ids with its DeepSeek/Kimi rule"
+    if r.convention != 'sglang': return f"model type {mtype}: {file}; SGLang 0.5.23 reads the ids as {r.convention} ({r.sources['rule']})"
+    return f"model type {mtype}: {file}; PR #25454 did not change this model file, so both SGLang rows read the ids the same way"
 
 # %% ../nbs/00b_wiring.ipynb #d3cb9fce
 def disagreements(readings, # `EngineReading`s, as from `engine_readings`
@@ -174,7 +182,7 @@ def draft_config_edit(draft_config:dict, # the draft's config.json, as a dict (n
     nested = cfg.setdefault('eagle_config', {})
     before = (nested.get(AUX_KEY), draft_config.get(AUX_KEY))
     notes = []
-    for conv in ('sglang', 'sglang-pr25454'):
+    for conv in rule_conventions(SGLANG):   # each way an SGLang release reads ids, from the registry
         try: nested[AUX_KEY] = list(from_resid(resid, conv, n_layers))
         except ValueError as e: notes.append(f"# cannot be written in {conv} style: {e}"); continue
         if resolve_wiring(cfg, n_layers, SGLANG, target_model_type).resid_layers == resid: break
