@@ -15,7 +15,7 @@ __all__ = ['SGLANG', 'VLLM', 'TRTLLM', 'SPECFORGE', 'SPECULATORS', 'EAGLE', 'RES
            'MODEL_FILES', 'ENGINE_FACTS', 'DEEPSEEK_FILES', 'PR25454_FILES', 'TENSOR_SAID', 'FIXED', 'SPECFORGE_010',
            'READINGS', 'VARIANT_SUPPORT', 'BORROWED', 'VARIANT_KEYS', 'SERVED_AS', 'REACH_SAID', 'version_tuple',
            'version_text', 'Family', 'Named', 'ModelFile', 'model_file', 'assumed_file', 'Fact', 'rule_conventions',
-           'Support', 'served_as', 'EngineRules', 'Reach', 'Engine', 'release_table']
+           'Support', 'served_as', 'EngineRules', 'Reach', 'Engine', 'release_table', 'architecture_table']
 
 # %% ../nbs/00a_engines.ipynb #315f5f93
 def version_tuple(s, what:str='version')->tuple:
@@ -96,7 +96,7 @@ class ModelFile(NamedTuple):
     family: str        # the `Fact.family` of its rows
     cite: str          # release read, file and lines: the class serving it and its setter
 
-PARENT = {'gpt_oss': 'llama', 'gemma3': 'llama', 'qwen_moe': 'llama', 'glm4_moe_lite': 'llama'}   # a family without a row asks its parent
+PARENT = {'gpt_oss': 'llama', 'gemma3': 'llama', 'qwen_moe': 'llama', 'glm4_moe_lite': 'llama', 'glm4_moe': 'llama'}   # a family without a row asks its parent
 
 _S, _V = SGLANG, VLLM
 MODEL_FILES = (
@@ -112,7 +112,12 @@ MODEL_FILES = (
     ModelFile(_S, ('gemma3_text', 'gemma3'), 'gemma3_causal.py', 'gemma3', "0.5.23 gemma3_causal.py:917-927: val + 1; gemma3_mm.py:543-545 Gemma3ForConditionalGeneration delegates to its language model"),
     ModelFile(_S, ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25'), 'deepseek_v2.py', 'deepseek', "0.5.23 deepseek_v2.py:3458-3473 (EntryClass :3595); kimi_k25.py:928-939 delegates to its language model"),
     ModelFile(_S, ('glm4_moe_lite',), 'glm4_moe_lite.py', 'glm4_moe_lite', "0.5.23 glm4_moe_lite.py:805-821: +1 only if layer_ids[0] == 1 (:817)"),
-    ModelFile(_V, ('llama', 'qwen2', 'qwen3', 'qwen3_moe'), 'llama.py', 'llama', "0.32.0 interfaces.py:1601-1611 EagleModelMixin._maybe_add_hidden_state; qwen3_moe.py:505-514"),
+    ModelFile(_V, ('llama',), 'llama.py', 'llama', "0.32.0 llama.py:347 LlamaModel(EagleModelMixin), _maybe_add_hidden_state :429 and :439 (interfaces.py:1601-1611)"),
+    ModelFile(_V, ('mistral',), 'mistral.py', 'llama', "0.32.0 mistral.py:207, :236 MistralModel(LlamaModel), MistralForCausalLM(LlamaForCausalLM)"),
+    ModelFile(_V, ('llama4',), 'mllama4.py', 'llama', "0.32.0 mllama4.py:734 Llama4ForConditionalGeneration(SupportsEagle3); llama4.py:384, :708 Llama4Model(LlamaModel), Llama4ForCausalLM(LlamaForCausalLM)"),
+    ModelFile(_V, ('qwen2', 'qwen3'), 'qwen2.py', 'llama', "0.32.0 qwen2.py:324 Qwen2Model(EagleModelMixin), :424 and :432; qwen3.py:269 Qwen3Model(Qwen2Model)"),
+    ModelFile(_V, ('qwen3_moe',), 'qwen3_moe.py', 'llama', "0.32.0 qwen3_moe.py:435 Qwen3MoeModel(EagleModelMixin), :505-514"),
+    ModelFile(_V, ('glm4_moe', 'glm4_moe_lite'), 'glm4_moe.py', 'glm4_moe', "0.32.0 glm4_moe.py:534 Glm4MoeForCausalLM(SupportsPP, SupportsLoRA, Glm4MixtureOfExperts); glm4_moe_lite.py likewise: no SupportsEagle3"),
     ModelFile(_V, ('gpt_oss',), 'gpt_oss.py', 'llama', "0.32.0 gpt_oss.py:473 GptOssModel(EagleModelMixin): start_layer (:527) and i + 1 after each layer (:533), ids verbatim"),
     ModelFile(_V, ('gemma3_text', 'gemma3'), 'gemma3.py', 'gemma3', "0.32.0 gemma3.py:367 Gemma3ForCausalLM(SupportsLoRA, SupportsPP); gemma3_mm.py: no SupportsEagle3"),
     ModelFile(_V, ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25'), 'deepseek_v2.py', 'deepseek', "deepseek_v2.py: aux_hidden_state_layers (rows below)"),
@@ -163,6 +168,7 @@ ENGINE_FACTS = (
     Fact(_V, '0.10.0', 'eagle3', 'deepseek', False, "deepseek_v2.py has no EAGLE-3 interface: RuntimeError 'Model does not support EAGLE3 interface'"),
     Fact(_V, '0.18.0', 'eagle3', 'deepseek', True, "deepseek_v2.py: aux_hidden_state_layers"),
     Fact(_V, '0.10.0', 'eagle3', 'gemma3', False, "gemma3.py:367 (read in 0.32.0 and 0.34.0): Gemma3ForCausalLM has no SupportsEagle3: 'Model does not support EAGLE3 interface'"),
+    Fact(_V, '0.10.0', 'eagle3', 'glm4_moe', False, "glm4_moe.py:534, glm4_moe_lite.py (read in 0.32.0 and 0.34.0): no SupportsEagle3: gpu_model_runner.py:5236 'Model does not support EAGLE3 interface'"),
     Fact(_V, '0.10.0', 'reads', 'any', None, "v1/worker/gpu_model_runner.py load_model: set_aux_hidden_state_layers(get_eagle3_aux_hidden_state_layers()), the model default"),
     Fact(_V, '0.11.1', 'reads', 'any', 'top_level', "gpu_model_runner.py _get_eagle3_aux_layers_from_config: hf_config.eagle_aux_hidden_state_layer_ids (PR #25961)"),
     Fact(_V, '0.22.0', 'reads', 'any', 'top_level+nested', "_get_eagle3_aux_layers_from_config: the top-level ids, else eagle_config's"),
@@ -297,7 +303,6 @@ VARIANT_SUPPORT += (
 BORROWED = ('embed_tokens', 'lm_head')   # weights a draft may ship or borrow from the target: rows above, not variant keys
 VARIANT_KEYS = tuple(k for k in dict.fromkeys(s.key for s in VARIANT_SUPPORT) if k not in BORROWED)
 
-# %% ../nbs/00a_engines.ipynb #d4e5f6a8
 SERVED_AS = {   # fault code -> what the serving engines make of a checkpoint fault the loader refuses, from their code (`Engine.uses_shipped`'s rows)
     'LM_HEAD_MISSING': "SGLang builds a draft_vocab_size head that only the checkpoint fills and runs it unfilled (accept length 1.00, "
                        "sgl-project/sglang#27908); vLLM >= 0.13.0 shares the target's head, which does not fit a smaller draft vocabulary: "
@@ -379,7 +384,7 @@ class Engine:
         name = ALIASES.get(name.strip().lower(), name.strip().lower())
         if not sep:
             if name not in NAMED: raise ValueError(f"{option} {text!r}: unknown engine; expected one of {ENGINE_NAMES}, optionally with ==VERSION")
-            return cls(NAMED[name].family, NAMED[name].release, name, True)
+            return cls.named(name)
         fam = FAMILIES.get(name)
         if fam and fam.checked:
             v = version_tuple(version, f"{option} {text!r}: version")
@@ -392,6 +397,10 @@ class Engine:
         if name in NAMED: raise ValueError(f"{option} {text!r}: {NAMED[name].said} is not versioned here; give {name!r} alone")
         raise ValueError(f"{option} {text!r}: unknown engine {name!r}; expected one of {ENGINE_NAMES}")
 
+    @classmethod
+    def named(cls, name:str)->Engine:
+        "The engine a registry name stands for (a key of `NAMED`): a lookup, for code that names an engine itself."
+        return cls(NAMED[name].family, NAMED[name].release, name, True)
     def __str__(self): return self.key
     def __format__(self, spec:str)->str: return format(self.key, spec)   # f'{engine:10}' pads its name
     @property
@@ -416,7 +425,7 @@ class Engine:
     def rules(self, model_type:str|None=None)->EngineRules:
         "The layer-id reading and capture reach of this release for a target (model_type None: llama.py's), with sources."
         if self.family == SPECFORGE and self.release == '0.2.0':   # captures with the SGLang it pins
-            r = Engine.parse('sglang==0.5.14').rules(model_type)
+            r = Engine(SGLANG, '0.5.14', 'sglang==0.5.14', False).rules(model_type)
             return r._replace(engine=self.title, sources={**r.sources, 'via': "SpecForge 0.2.0 requires sglang==0.5.14 and captures through its set_eagle3_layers_to_capture"})
         if FAMILIES[self.family].checked:
             f, m = _fold(self.family, self.release, model_type, self.deepseek_rule), model_file(self.family, model_type)
@@ -439,12 +448,12 @@ class Engine:
 
     def for_target(self, model_type:str|None=None)->Engine:
         "The named row this engine is for a target: bare SGLang on a PR #25454 model file is 'sglang-pr25454'."
-        return Engine.parse('sglang-pr25454') if self.key == SGLANG and model_type in PR25454_FILES else self
+        return Engine.named('sglang-pr25454') if self.key == SGLANG and model_type in PR25454_FILES else self
 
     def edit_field(self, model_type:str|None=None)->tuple: # (key, convention or None, field, name)
         "Where and how this engine reads the aux layer ids for a target, as a recommendation names it."
         e = self.for_target(model_type)
-        if e.key == SGLANG: e = Engine.parse('sglang-legacy')   # its rule for this target is the +1 rule
+        if e.key == SGLANG: e = Engine.named('sglang-legacy')   # its rule for this target is the +1 rule
         r = e.rules(model_type)
         who = "the EAGLE authors' code" if e.family == EAGLE else r.engine
         if r.reads is None: return (e.key, None, f"none: {who} ignores the config", r.engine)
@@ -478,3 +487,13 @@ def release_table(family:str, # SGLANG, VLLM or TRTLLM
     rows.sort(key=lambda r: version_tuple(r[0]) if r[0] != '-' else (0,))
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     return '\n'.join(' | '.join([c.ljust(w[i]) for i, c in enumerate(r[:3])] + [r[3]]) for r in rows)
+
+def architecture_table()->str: # markdown, one row per model type
+    "The model types `MODEL_FILES` covers: per engine, its file, the rule its newest release reads ids with, resid[0], resid[N], the tensor."
+    def cell(e:Engine, mt:str)->str:
+        r, m = e.rules(mt), model_file(e.family, mt)
+        if not r.eagle3: return f"`{m.file}`: no EAGLE-3"
+        return f"`{m.file if m else 'llama.py (assumed)'}`: {r.convention}, resid[0] {r.resid0}, resid[N] {r.residN}" + ('' if r.tensor == 'resid' else f", {r.tensor}")
+    s, v = Engine.named(SGLANG), Engine.named(VLLM)
+    rows = [f"| {t} | {cell(s, t)} | {cell(v, t)} |" for t in dict.fromkeys(t for m in MODEL_FILES for t in m.model_types)]
+    return '\n'.join([f"| model_type | {s.title} | {v.title} |", '|---|---|---|', *rows])

@@ -76,7 +76,7 @@ def engine_readings(draft_config:dict, # a draft config.json, as a dict
                     target_model_type:str|None=None, # the target's `model_type`; picks SGLang's rule after PR #25454
                    )->list: # one `EngineReading` per row of `engines.READING_ROWS`
     "What SGLang (before and after PR #25454), vLLM (0.32 and 0.21), SpecForge and the EAGLE authors feed the draft."
-    return [replace(engine_reading(draft_config, n_layers, known if target_model_type is not None else name, target_model_type), engine=row)
+    return [replace(engine_reading(draft_config, n_layers, Engine.named(known if target_model_type is not None else name), target_model_type), engine=row)
             for row, name, known in READING_ROWS]   # a known target: its model file's rule
 
 # %% ../nbs/00b_wiring.ipynb #48e68ca5
@@ -88,7 +88,7 @@ def sglang_rule_note(mtype:str|None)->str:
                 f"({', '.join(PR25454_FILES)}), the only model files that PR changed; for any other target SGLang reads "
                 "the ids as the 'SGLang <PR#25454' row. Pass --model-type or --target to decide. "
                 f"{assumed_file(SGLANG, None)}; {', '.join(own)} also read or capture otherwise.")
-    m, r = model_file(SGLANG, mtype), Engine.parse(SGLANG).rules(mtype)
+    m, r = model_file(SGLANG, mtype), Engine.named(SGLANG).rules(mtype)
     file = f"SGLang serves it with {m.file} ({m.cite})" if m else assumed_file(SGLANG, mtype)
     if mtype in PR25454_FILES: return f"model type {mtype}: {file}; SGLang after PR #25454 reads the ids with its DeepSeek/Kimi rule"
     if r.convention != 'sglang': return f"model type {mtype}: {file}; SGLang 0.5.23 reads the ids as {r.convention} ({r.sources['rule']})"

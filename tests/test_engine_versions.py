@@ -377,3 +377,18 @@ def test_model_files_cover_public_draft_targets():
     for mt in ('llama', 'qwen2', 'qwen3', 'qwen3_moe', 'gpt_oss', 'deepseek_v3', 'kimi_k2', 'kimi_k25', 'glm4_moe', 'gemma3', 'mistral', 'llama4'):
         assert model_file('sglang', mt) is not None, mt
     assert all(m.cite and m.file.endswith('.py') for m in MODEL_FILES)
+
+
+def test_registry_and_readings_import_without_torch():
+    # the engine registry, the conventions and the wiring answer from data alone: a fresh interpreter stays torch-free
+    import subprocess, sys
+    code = "import sys, eagle3_workbench.wiring, eagle3_workbench.engines; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == 'False', out.stderr[-500:]
+
+
+def test_readme_shows_the_architecture_rows():
+    # the README's table is the registry's, rendered: a new model-file row shows there once it is re-rendered
+    from eagle3_workbench.engines import architecture_table
+    readme = (Path(__file__).parent.parent / 'README.md').read_text()
+    assert architecture_table() in readme, "README's architecture table differs from engines.architecture_table(): paste it again"
