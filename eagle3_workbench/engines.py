@@ -15,7 +15,7 @@ __all__ = ['SGLANG', 'VLLM', 'TRTLLM', 'SPECFORGE', 'SPECULATORS', 'EAGLE', 'RES
            'MODEL_FILES', 'ENGINE_FACTS', 'DEEPSEEK_FILES', 'PR25454_FILES', 'TENSOR_SAID', 'FIXED', 'SPECFORGE_010',
            'READINGS', 'VARIANT_SUPPORT', 'BORROWED', 'VARIANT_KEYS', 'SERVED_AS', 'REACH_SAID', 'version_tuple',
            'version_text', 'Family', 'Named', 'ModelFile', 'model_file', 'assumed_file', 'Fact', 'rule_conventions',
-           'Support', 'served_as', 'EngineRules', 'Reach', 'Engine', 'release_table', 'architecture_table']
+           'Support', 'served_as', 'EngineRules', 'Reach', 'Engine', 'release_table']
 
 # %% ../nbs/00a_engines.ipynb #315f5f93
 def version_tuple(s, what:str='version')->tuple:
@@ -138,7 +138,7 @@ class Fact(NamedTuple):
     "One change in how an engine reads layer ids or what its capture reaches."
     engine: str   # SGLANG or VLLM
     since: str    # first release with this behaviour
-    what: str     # 'eagle3', 'reads', 'rule', 'resid0', 'residN' or 'tensor'
+    what: str     # 'eagle3', 'reads', 'rule', 'resid0', 'residN', 'tensor' or 'empty'
     family: str   # 'any', or the `ModelFile.family` of the files it holds for
     value: object # what it does
     source: str   # file, and what the code does there
@@ -173,6 +173,7 @@ ENGINE_FACTS = (
     Fact(_V, '0.11.1', 'reads', 'any', 'top_level', "gpu_model_runner.py _get_eagle3_aux_layers_from_config: hf_config.eagle_aux_hidden_state_layer_ids (PR #25961)"),
     Fact(_V, '0.22.0', 'reads', 'any', 'top_level+nested', "_get_eagle3_aux_layers_from_config: the top-level ids, else eagle_config's"),
     Fact(_V, '0.10.0', 'rule', 'any', 'vllm', "aux_hidden_state_layers are the ids as written, no +1"),
+    Fact(_V, '0.10.0', 'empty', 'any', 'absent', "gpu_model_runner.py (0.32.0: 5241-5247): `if aux_layers:`, else the model default; an empty top-level list falls through to eagle_config (:5268-5269)"),
     Fact(_V, '0.10.0', 'resid0', 'llama', 'crash', "models/llama.py: hidden_states + residual before layer 0, residual None"),
     Fact(_V, '0.18.0', 'resid0', 'llama', 'captured', "EagleModelMixin._maybe_add_hidden_state(..., 0, ...) before the loop (PR #36063)"),
     Fact(_V, '0.10.0', 'residN', 'llama', 'dropped', "models/llama.py captures before layer idx: an id at N matches nothing"),
@@ -332,6 +333,7 @@ class EngineRules(NamedTuple):
     sources: dict       # what -> the source sentence behind it
     tensor: str = 'resid'    # what a capture point holds: a key of `TENSOR_SAID`
     file: str|None = None    # the model file whose rows these are (None: the engine has one capture for every target)
+    empty_absent: bool = False   # an empty id list counts as none: the engine feeds its default
 
 class Reach(NamedTuple):
     "Whether an engine release delivers resid[k] to the draft."
@@ -430,10 +432,11 @@ class Engine:
         if FAMILIES[self.family].checked:
             f, m = _fold(self.family, self.release, model_type, self.deepseek_rule), model_file(self.family, model_type)
             return EngineRules(self.title, *(f.get(w, (None,))[0] for w in ('reads', 'rule', 'eagle3', 'resid0', 'residN')),
-                               {w: src for w, (_, src) in f.items()}, f.get('tensor', ('resid',))[0], m.file if m else 'llama.py')
+                               {w: src for w, (_, src) in f.items()}, f.get('tensor', ('resid',))[0], m.file if m else 'llama.py',
+                               f.get('empty', (None,))[0] == 'absent')
         reads, conv, r0, rn, src = FIXED[self.family]
         if self.family == SPECFORGE and self.release == '0.1.0': reads, src = None, SPECFORGE_010
-        return EngineRules(self.title, reads, conv, True, r0, rn, {'all': src})
+        return EngineRules(self.title, reads, conv, True, r0, rn, {'all': src}, empty_absent=self.family == SPECULATORS)   # its ids go to vLLM
 
     def reach(self, resid:int, n_layers:int, model_type:str|None=None)->Reach:
         "Whether this release delivers resid[`resid`] to the draft of an `n_layers` target; only resid[0] and resid[N] depend on the release."
@@ -487,13 +490,3 @@ def release_table(family:str, # SGLANG, VLLM or TRTLLM
     rows.sort(key=lambda r: version_tuple(r[0]) if r[0] != '-' else (0,))
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     return '\n'.join(' | '.join([c.ljust(w[i]) for i, c in enumerate(r[:3])] + [r[3]]) for r in rows)
-
-def architecture_table()->str: # markdown, one row per model type
-    "The model types `MODEL_FILES` covers: per engine, its file, the rule its newest release reads ids with, resid[0], resid[N], the tensor."
-    def cell(e:Engine, mt:str)->str:
-        r, m = e.rules(mt), model_file(e.family, mt)
-        if not r.eagle3: return f"`{m.file}`: no EAGLE-3"
-        return f"`{m.file if m else 'llama.py (assumed)'}`: {r.convention}, resid[0] {r.resid0}, resid[N] {r.residN}" + ('' if r.tensor == 'resid' else f", {r.tensor}")
-    s, v = Engine.named(SGLANG), Engine.named(VLLM)
-    rows = [f"| {t} | {cell(s, t)} | {cell(v, t)} |" for t in dict.fromkeys(t for m in MODEL_FILES for t in m.model_types)]
-    return '\n'.join([f"| model_type | {s.title} | {v.title} |", '|---|---|---|', *rows])

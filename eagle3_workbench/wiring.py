@@ -14,7 +14,7 @@ from .engines import (Engine, READING_ROWS, PR25454_FILES, TENSOR_SAID, MODEL_FI
 
 # %% auto #0
 __all__ = ['EngineReading', 'engine_reading', 'engine_readings', 'sglang_rule_note', 'disagreements', 'Wiring', 'resolve_wiring',
-           'wiring_from_ids', 'wiring_table', 'ConfigEdit', 'draft_config_edit']
+           'wiring_from_ids', 'wiring_table', 'ConfigEdit', 'draft_config_edit', 'architecture_table']
 
 # %% ../nbs/00b_wiring.ipynb #55976b2d
 @dataclass
@@ -41,7 +41,7 @@ def engine_reading(draft_config:dict, # a draft config.json, as a dict
     "What one engine release feeds the draft, with `Engine.reach` deciding resid[0] and resid[N]."
     engine = Engine.parse(engine, 'engine')
     r, cfg_ids = engine.rules(target_model_type), read_aux_ids(draft_config)
-    given, probs, reads = {k: v for k, v in cfg_ids.items() if v is not None and not (v == [] and r.convention == 'vllm')}, [], r.reads   # vLLM: [] is absent
+    given, probs, reads = {k: v for k, v in cfg_ids.items() if v is not None and not (v == [] and r.empty_absent)}, [], r.reads   # vLLM: [] is absent
     if reads == 'serving':
         ids, field_ = (None, '') if trtllm_layers is None else (list(as_layer_ids(list(trtllm_layers), 'trtllm_layers')), 'eagle3_layers_to_capture (serving config)')
         if given: probs.append(f"{r.engine} takes its layers from its serving config; the draft's " + ', '.join(f"{FIELDS[k]} {v}" for k, v in given.items()) + " is not read")
@@ -50,7 +50,7 @@ def engine_reading(draft_config:dict, # a draft config.json, as a dict
         if reads == 'top_level+nested': reads = 'top_level' if cfg_ids['top_level'] else 'nested'
         if reads == 'nested+top_level': reads = 'nested' if cfg_ids['nested'] is not None else 'top_level'
         ids = cfg_ids[reads] if reads else None
-        if r.convention == 'vllm' and ids == []: ids = None   # vLLM treats an empty list as absent
+        if r.empty_absent and ids == []: ids = None   # vLLM treats an empty list as absent
         field_ = FIELDS[reads] if ids is not None else 'hard-coded default'
         if others := (given if ids is None else {k: v for k, v in given.items() if k != reads and v != ids}):
             probs.append(f"{r.engine} reads " + (FIELDS[reads] if reads else 'no config field') + "; " + ', '.join(
@@ -201,3 +201,14 @@ def draft_config_edit(draft_config:dict, # the draft's config.json, as a dict (n
             if b is not None: lines.append(f"- {label}: {b}")
             lines.append(f"+ {label}: {a}   ({why})")
     return ConfigEdit(cfg, '\n'.join(lines + [f"# SGLang and vLLM now both feed resid{list(resid)}"] + notes))
+
+# %% ../nbs/00b_wiring.ipynb #b1c2d3e5
+def architecture_table()->str: # markdown, one row per model type
+    "The model types `MODEL_FILES` covers: per engine, its file, the rule its newest release reads ids with, resid[0], resid[N], the tensor."
+    def cell(e:Engine, mt:str)->str:
+        r, m = e.rules(mt), model_file(e.family, mt)
+        if not r.eagle3: return f"`{m.file}`: no EAGLE-3"
+        return f"`{m.file if m else 'llama.py (assumed)'}`: {r.convention}, resid[0] {r.resid0}, resid[N] {r.residN}" + ('' if r.tensor == 'resid' else f", {r.tensor}")
+    s, v = Engine.named(SGLANG), Engine.named(VLLM)
+    rows = [f"| {t} | {cell(s, t)} | {cell(v, t)} |" for t in dict.fromkeys(t for m in MODEL_FILES for t in m.model_types)]
+    return '\n'.join([f"| model_type | {s.title} | {v.title} |", '|---|---|---|', *rows])

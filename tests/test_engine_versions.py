@@ -389,6 +389,6 @@ def test_registry_and_readings_import_without_torch():
 
 def test_readme_shows_the_architecture_rows():
     # the README's table is the registry's, rendered: a new model-file row shows there once it is re-rendered
-    from eagle3_workbench.engines import architecture_table
+    from eagle3_workbench.wiring import architecture_table
     readme = (Path(__file__).parent.parent / 'README.md').read_text()
-    assert architecture_table() in readme, "README's architecture table differs from engines.architecture_table(): paste it again"
+    assert architecture_table() in readme, "README's architecture table differs from wiring.architecture_table(): paste it again"
