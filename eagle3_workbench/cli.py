@@ -153,7 +153,7 @@ def _wiring(a)->int:
     from eagle3_workbench.loading import read_draft
     from eagle3_workbench.wiring import engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note
     from eagle3_workbench.variants import variant_problems
-    if a.trtllm_layers is not None and a.engine is None: a.engine = Engine.parse(TRTLLM)
+    if a.trtllm_layers is not None and a.engine is None: a.engine = Engine.named(TRTLLM)
     if a.trtllm_layers is not None and a.engine.family != TRTLLM:
         raise ValueError(f"--trtllm-layers is TensorRT-LLM's serving option; --engine {a.engine} takes its layers from the draft config")
     src = read_draft(a.draft_config, weights=False)   # the weight names from the headers, where the folder has weights
@@ -162,7 +162,7 @@ def _wiring(a)->int:
     rs, note = engine_readings(cfg, n, mtype), sglang_rule_note(mtype)
     spec = a.engine
     mine = resolve_wiring(cfg, n, spec, mtype, a.trtllm_layers) if spec else None   # what `load_pair` would wire
-    engines = [spec] if spec and spec.serves else [] if spec else [Engine.parse(k) for k in SERVING]
+    engines = [spec] if spec and spec.serves else [] if spec else [Engine.named(k) for k in SERVING]
     try: dc, unchecked = src.config, None
     except ValueError as e: dc, unchecked = None, f"variant keys not checked: the config is no complete draft config ({e})"   # ids alone still answer
     variants = {e.key: variant_problems(dc, engine=e) for e in engines} if dc is not None else {}

@@ -26,12 +26,12 @@ def check_n_layers(n)->int:
 # %% ../nbs/00_conventions.ipynb #e675c558
 class Convention(NamedTuple):
     "A way of writing layer ids: how an id written in it becomes a resid index, and back."
-    to_shift: Callable    # ids as written -> what to add to each id to get resid
-    from_shift: Callable  # resid -> what to subtract to get ids as written
+    to_shift: Callable    # (ids as written, n_layers) -> what to add to each id to get resid
+    from_shift: Callable  # (resid, n_layers) -> what to subtract to get ids as written
     means: str            # what "id k" means, in one phrase
     reject: Callable      # (id, n_layers) -> why that written id is invalid, or None
 
-_none, _one, _ok = (lambda xs: 0), (lambda xs: 1), (lambda k, n: None)
+_none, _one, _ok = (lambda xs, n: 0), (lambda xs, n: 1), (lambda k, n: None)
 
 def _hf_reject(k, n):
     if k == n: return (f"hidden_states[{n}] is the output AFTER the final norm, not resid[{n}] "
@@ -47,8 +47,10 @@ RULES = {
     'eagle':           Convention(_none, _none, 'capture before layer k = resid[k]', _ok),
     'sglang-internal': Convention(_none, _none, 'model.layers_to_capture: resid[k]', _ok),
     'sglang':          Convention(_one,  _one,  'output of layer k = resid[k+1]', _ok),
-    'sglang-pr25454':  Convention(lambda ids: int(ids[:1] == (1,)), lambda r: int(r[:1] == (2,)),
+    'sglang-pr25454':  Convention(lambda ids, n: int(ids[:1] == (1,)), lambda r, n: int(r[:1] == (2,)),
                              'resid[k+1] if the first id is 1, else resid[k]', _ok),
+    'sglang-boundary': Convention(lambda ids, n: int(not ids or max(ids) != n), lambda r, n: int(not r or max(r) != n),
+                             'resid[k] if the largest id is N, else resid[k+1] (hidden-state boundaries)', _ok),
     'vllm':            Convention(_none, _none, 'id k = resid[k], verbatim (vLLM: no +1, in either field)', _ok),
     'specforge':       Convention(_one,  _one,  'hook on layers[k] output = resid[k+1]', _ok),
     'trtllm':          Convention(_one,  _one,  'eagle3_layers_to_capture: output of layer k = resid[k+1]', _trt_reject),
@@ -77,7 +79,7 @@ def to_resid(ids, # layer ids as written in `convention`
     check_n_layers(n_layers)
     for k in ids:
         if why := rule.reject(k, n_layers): raise ValueError(why)
-    d = rule.to_shift(ids)
+    d = rule.to_shift(ids, n_layers)
     return tuple(k + d for k in ids)
 
 # %% ../nbs/00_conventions.ipynb #e8dea0a5
@@ -90,7 +92,7 @@ def from_resid(resid, # resid indices wanted, in chunk order
     check_n_layers(n_layers)
     if bad := [r for r in resid if not 0 <= r <= n_layers]:
         raise ValueError(f"resid{bad} does not exist: a target with {n_layers} layers has resid[0..{n_layers}]")
-    d = rule.from_shift(resid)
+    d = rule.from_shift(resid, n_layers)
     ids = tuple(r - d for r in resid)
     for k in ids:
         if why := rule.reject(k, n_layers): raise ValueError(why)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 import torch
 from .conventions import from_resid, default_resid_layers
-from .engines import Engine, EDITABLE, RECOMMENDED_IDS
+from .engines import Engine, EDITABLE, RECOMMENDED_IDS, NAMED, DEFAULT_ENGINE, served_as
 from .wiring import engine_readings, draft_config_edit, ConfigEdit
 from .findings import Finding, by_severity, DRAFT_FAULTS
 from .variants import computing, trained_math
@@ -81,7 +81,7 @@ def fed_wiring(pair, findings:list, # the static findings
     src = 'the deployment capture shows it' if deployed else 'the deployment'
     top = top_resid(pair, engine)
     if any(not 0 <= k <= top for k in configured):
-        why = f": {Engine.parse(engine).reach(n, n, pair.model_type).why}" if n in configured else ''
+        why = f": {(engine or Engine.named(DEFAULT_ENGINE)).reach(n, n, pair.model_type).why}" if n in configured else ''
         findings.append(Finding('AUX_UNREACHABLE', 'error', f"wiring resid{list(configured)} has indices outside 0 .. {top}{why}",
                                 dict(fed=list(configured), top=top)))
         configured = None
@@ -290,7 +290,7 @@ class Recommendation:
     def to_json(self)->dict:
         "The diagnosed engine's field and ids first, then resid layers, the ids in `RECOMMENDED_IDS`' conventions, and the accept lengths when measured."
         d = dict(for_engine=self.for_engine(), resid_layers=list(self.resid_layers),
-                 **{key: self.ids(Engine.parse(name).rules().convention) for key, name in RECOMMENDED_IDS})
+                 **{key: self.ids(Engine.named(name).rules().convention) for key, name in RECOMMENDED_IDS})
         if self.accept_length_after is None: return d
         return dict(d, accept_length_before=self.accept_length_before, accept_length_before_ci=self.accept_length_before_ci,
                     accept_length_after=self.accept_length_after, accept_length_after_ci=self.accept_length_after_ci,
@@ -331,7 +331,7 @@ def _express_finding(rec)->list:
     if e['ids'] is not None: return []
     why = ("it ignores the config and always feeds resid" + str(list(default_resid_layers(rec.n_layers)))) if e['field'].startswith('none') else \
           "no id list in its convention denotes them (after PR #25454 an id list starting with 1 means resid[k+1])"
-    other = [Engine.parse(k).edit_field(rec.model_type) for k in EDITABLE if k != e['engine']]   # (key, convention, field, name)
+    other = [Engine.named(k).edit_field(rec.model_type) for k in EDITABLE if k != e['engine']]   # (key, convention, field, name)
     alt = [f"{n} writes {rec.ids(c)} in {f}" for _, c, f, n in other if c and rec.ids(c) is not None]
     return [Finding('CONVENTION_CANNOT_EXPRESS', 'warning', f"{e['name']} cannot feed resid{list(rec.resid_layers)}: {why}; instead: "
                     + '; '.join(alt + ['or retrain the draft on layers this engine can feed']), dict(engine=e['engine'], alternatives=alt))]
@@ -464,8 +464,7 @@ class Diagnosis:
             e = r['for_engine']
             L.append(f"recommended: resid{r['resid_layers']}")
             L.append(f"  {e['name']} ({e['field']}): {e['ids'] if e['ids'] is not None else 'cannot be expressed (see CONVENTION_CANNOT_EXPRESS)'}")
-            L.append(f"  others: SGLang before PR #25454 {r['sglang_eagle_aux_hidden_state_layer_ids']}, SGLang >= PR #25454 for "
-                     f"DeepSeek/Kimi {r['sglang_pr25454_eagle_aux_hidden_state_layer_ids']}, vLLM (top level) {r['vllm_eagle_aux_hidden_state_layer_ids']}")
+            L.append("  others: " + ', '.join(f"{NAMED[name].others} {r[key]}" for key, name in RECOMMENDED_IDS))
             if r.get('accept_length_after') is not None:
                 al = lambda k: 'n/a' if r.get(k) is None else f"{r[k]:.2f} (95% CI {r[k + '_ci'][0]:.2f} .. {r[k + '_ci'][1]:.2f})"
                 c = r.get('accept_length_change')
@@ -492,25 +491,12 @@ def _seeds(configured, n:int, readings, trained)->dict:
     s['engines default'] = default_resid_layers(n) if n >= 4 else None
     return {k: tuple(w) for k, w in s.items() if w}
 
-_SERVED_AS = {   # what the serving engines make of a checkpoint fault the loader refuses, from their code (`Engine.uses_shipped`'s rows)
-    'LM_HEAD_MISSING': "SGLang builds a draft_vocab_size head that only the checkpoint fills and runs it unfilled (accept length 1.00, "
-                       "sgl-project/sglang#27908); vLLM >= 0.13.0 shares the target's head, which does not fit a smaller draft vocabulary: "
-                       "ship lm_head.weight, or set draft_vocab_size to null so SGLang borrows the target's head",
-    'VARIANT_WEIGHTS_MISSING': "an engine that reads the key builds the norm and leaves it at its initial weights (ones): the draft "
-                               "runs with a norm it was not trained with; ship the norm weights or turn the key off as trained",
-    'VOCAB_SIZE_MISMATCH': "engines size the head and the map from draft_vocab_size and fail to load, or map ids wrongly: make "
-                           "draft_vocab_size, d2t, t2d and lm_head agree",
-    'VOCAB_MAP_ABSOLUTE': "SGLang adds arange to d2t (hot_token_id = d2t + arange) and vLLM reads target = draft + d2t: every proposed id is "
-                          "wrong or out of range",
-    'VOCAB_MAP_INVALID': "engines map draft ids outside the target vocabulary: the draft proposes wrong tokens or fails",
-}
-
 def unusable_diagnosis(error, # a `ModelLoadError` whose `code` names a fault of the draft itself
                        engine=None)->Diagnosis:
     "The doctor's answer for a draft the loader refuses for a fault of its own: unusable, the part named, what engines make of it."
     engine = Engine.parse(engine, 'engine')
     msg = ' '.join(str(error).split())
-    f = Finding(error.code, 'error', f"{msg}: {_SERVED_AS.get(error.code, 'no engine can run it as shipped')}",
+    f = Finding(error.code, 'error', f"{msg}: {served_as(error.code)}",
                 dict(part=DRAFT_FAULTS.get(error.code), loader=msg))
     return Diagnosis('unusable', [f], None, None, engine)
 

@@ -35,12 +35,13 @@ class TrainerRules:
     qk_norm_types: tuple = ()          # layer model_types whose attention norms q and k per head (Qwen3)
     hidden_normed_twice: bool = False  # first layer: hidden_norm(input_layernorm(h)) (ModelOpt's attention pre-hook)
     last_norm_key: bool = False        # use_last_layernorm decides whether the final norm exists (ModelOpt)
+    nested_norm_before_fc: bool = False  # eagle_config.norm_before_fc, else the top level (vLLM's llama_eagle3.py from 0.22.0)
 
 TRAINER_RULES = {
     'specforge':   TrainerRules('logits', False, False, True, 'specforge'),
     'angelslim':   TrainerRules('logits', False, False, True, 'specforge'),
     'eagle':       TrainerRules('ignored', False, False, True, 'specforge'),
-    'vllm':        TrainerRules('3.1', True, True, True, 'transformers', mla=True),
+    'vllm':        TrainerRules('3.1', True, True, True, 'transformers', mla=True, nested_norm_before_fc=True),
     'speculators': TrainerRules('3.1', True, True, False, 'transformers', qk_norm_types=('qwen3',)),
     'modelopt':    TrainerRules('ignored', True, True, False, 'transformers', mla=True, hidden_normed_twice=True, last_norm_key=True),
 }
@@ -193,8 +194,8 @@ def _mla_from(d:dict, source, rules:TrainerRules, trainer:str)->dict|None:
 _ACTS = {'silu': F.silu, 'swish': F.silu, 'relu': F.relu, 'gelu': F.gelu, 'gelu_pytorch_tanh': lambda x: F.gelu(x, approximate='tanh')}
 
 def _norm_before_fc(d, ec, trainer):
-    "vLLM's layout: `eagle_config.norm_before_fc`, else the top level (llama_eagle3.py from 0.22.0); other trainers: the top level."
-    return ec.get('norm_before_fc', d.get('norm_before_fc')) if trainer == 'vllm' else d.get('norm_before_fc')
+    "Where the trainer's rules read norm_before_fc: `eagle_config` first (`TrainerRules.nested_norm_before_fc`), else the top level."
+    return ec.get('norm_before_fc', d.get('norm_before_fc')) if TRAINER_RULES[trainer].nested_norm_before_fc else d.get('norm_before_fc')
 
 def _num_aux(d, ids, source):
     "Aux chunk count: vLLM's `num_aux_hidden_states`, else the length of the ids, else 3 (every trainer's default)."

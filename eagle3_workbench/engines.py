@@ -11,10 +11,11 @@ from .conventions import check_n_layers, FIELDS
 
 # %% auto #0
 __all__ = ['SGLANG', 'VLLM', 'TRTLLM', 'SPECFORGE', 'SPECULATORS', 'EAGLE', 'RESID', 'FAMILIES', 'ALIASES', 'NAMED',
-           'ENGINE_NAMES', 'DEFAULT_ENGINE', 'SERVING', 'READING_ROWS', 'EDITABLE', 'RECOMMENDED_IDS', 'DEEPSEEK_FILES',
-           'PR25454_FILES', 'ENGINE_FACTS', 'FIXED', 'SPECFORGE_010', 'READINGS', 'VARIANT_SUPPORT', 'BORROWED',
-           'VARIANT_KEYS', 'REACH_SAID', 'version_tuple', 'version_text', 'Family', 'Named', 'Fact', 'Support',
-           'EngineRules', 'Reach', 'Engine', 'release_table']
+           'ENGINE_NAMES', 'DEFAULT_ENGINE', 'SERVING', 'READING_ROWS', 'EDITABLE', 'RECOMMENDED_IDS', 'PARENT',
+           'MODEL_FILES', 'ENGINE_FACTS', 'DEEPSEEK_FILES', 'PR25454_FILES', 'TENSOR_SAID', 'FIXED', 'SPECFORGE_010',
+           'READINGS', 'VARIANT_SUPPORT', 'BORROWED', 'VARIANT_KEYS', 'SERVED_AS', 'REACH_SAID', 'version_tuple',
+           'version_text', 'Family', 'Named', 'ModelFile', 'model_file', 'assumed_file', 'Fact', 'rule_conventions',
+           'Support', 'served_as', 'EngineRules', 'Reach', 'Engine', 'release_table']
 
 # %% ../nbs/00a_engines.ipynb #315f5f93
 def version_tuple(s, what:str='version')->tuple:
@@ -47,23 +48,34 @@ FAMILIES = {
 }
 ALIASES = {'tensorrt-llm': TRTLLM, 'tensorrt_llm': TRTLLM, 'trt-llm': TRTLLM}
 
+# %% ../nbs/00a_engines.ipynb #b5a7e3c1
 class Named(NamedTuple):
-    "A name typed without a version: the release whose rules it stands for, and how that is said aloud."
+    "A name typed without a version: the release whose rules it stands for, how that is said aloud, and where it is shown."
     family: str
     release: str|None
     said: str
-    edits: str|None = None   # the name a recommendation gives it, where it is one of the fields users edit
+    edits: str|None = None       # the name a recommendation gives it, where it is one of the fields users edit
+    row: str|None = None         # its label among the side-by-side readings (`READING_ROWS`), where it is one
+    known: str|None = None       # the name that row stands for once the target's model type is known
+    editable: bool = False       # a recommendation may point a user to its field instead (`EDITABLE`)
+    recommends: str|None = None  # the doctor's JSON key for the ids written in its convention (`RECOMMENDED_IDS`)
+    others: str|None = None      # how the doctor's text names those ids
 
+_K = 'eagle_aux_hidden_state_layer_ids'
 NAMED = {
     'sglang':         Named(SGLANG, '0.5.23', "SGLang 0.5.23 (default: the newest rule known)"),
-    'sglang-legacy':  Named(SGLANG, '0.5.12', "SGLang 0.5.12 (the last release before PR #25454)", 'SGLang before PR #25454'),
-    'sglang-pr25454': Named(SGLANG, '0.5.23', "SGLang 0.5.23 with PR #25454's DeepSeek/Kimi rule for any target (the rule since 0.5.13)", 'SGLang >= PR #25454'),
-    'vllm':           Named(VLLM, '0.32.0', "vLLM 0.32 (default: the newest rule known; 0.33.0 reads the same)", 'vLLM'),
-    'vllm-legacy':    Named(VLLM, '0.21.0', "vLLM 0.21 (top-level ids only, as in 0.11.1 to 0.21)", 'vLLM'),
-    'specforge':      Named(SPECFORGE, None, "SpecForge main 2025-09 to 2026-07, HF capture backend (default: the workbench's long-standing 'specforge' row)", 'SpecForge'),
+    'sglang-legacy':  Named(SGLANG, '0.5.12', "SGLang 0.5.12 (the last release before PR #25454)", 'SGLang before PR #25454',
+                            'SGLang <PR#25454', None, True, f'sglang_{_K}', 'SGLang before PR #25454'),
+    'sglang-pr25454': Named(SGLANG, '0.5.23', "SGLang 0.5.23 with PR #25454's DeepSeek/Kimi rule for any target (the rule since 0.5.13)", 'SGLang >= PR #25454',
+                            'SGLang >=PR#25454', 'sglang', True, f'sglang_pr25454_{_K}', 'SGLang >= PR #25454 for DeepSeek/Kimi'),
+    'vllm':           Named(VLLM, '0.32.0', "vLLM 0.32 (default: the newest rule known; 0.33.0 reads the same)", 'vLLM',
+                            'vLLM 0.32', None, True, f'vllm_{_K}', 'vLLM (top level)'),
+    'vllm-legacy':    Named(VLLM, '0.21.0', "vLLM 0.21 (top-level ids only, as in 0.11.1 to 0.21)", 'vLLM', 'vLLM top-level only'),
+    'specforge':      Named(SPECFORGE, None, "SpecForge main 2025-09 to 2026-07, HF capture backend (default: the workbench's long-standing 'specforge' row)", 'SpecForge',
+                            'SpecForge (HF capture)', None, True),
     'speculators':    Named(SPECULATORS, None, "speculators main c05b95b3 (features captured by vLLM's extract_hidden_states)"),
     'trtllm':         Named(TRTLLM, None, "TensorRT-LLM main as stored (no release compared)"),
-    'eagle':          Named(EAGLE, None, "EAGLE authors' code (hard-coded layers)", 'EAGLE authors'),
+    'eagle':          Named(EAGLE, None, "EAGLE authors' code (hard-coded layers)", 'EAGLE authors', 'EAGLE authors'),
     'resid':          Named(RESID, None, "the workbench's resid convention (not an engine)", 'resid'),
 }
 ENGINE_NAMES = tuple(NAMED)
@@ -71,45 +83,97 @@ DEFAULT_ENGINE = 'sglang'   # what the workbench assumes when no engine is named
 SERVING = tuple(k for k, f in FAMILIES.items() if f.serves)   # the serving engines: their variant support is recorded
 
 # %% ../nbs/00a_engines.ipynb #71d00a9b
-READING_ROWS = (('SGLang <PR#25454', 'sglang-legacy', 'sglang-legacy'), ('SGLang >=PR#25454', 'sglang-pr25454', 'sglang'),
-                ('vLLM 0.32', 'vllm', 'vllm'), ('vLLM top-level only', 'vllm-legacy', 'vllm-legacy'),
-                ('SpecForge (HF capture)', 'specforge', 'specforge'), ('EAGLE authors', 'eagle', 'eagle'))   # (label, name, name for a known target)
-EDITABLE = ('sglang-legacy', 'sglang-pr25454', 'vllm', 'specforge')   # engines whose field a recommendation can point to instead
-RECOMMENDED_IDS = (('sglang_eagle_aux_hidden_state_layer_ids', 'sglang-legacy'),
-                   ('sglang_pr25454_eagle_aux_hidden_state_layer_ids', 'sglang-pr25454'),
-                   ('vllm_eagle_aux_hidden_state_layer_ids', 'vllm'))   # JSON key -> the engine whose convention writes it
+READING_ROWS = tuple((n.row, k, n.known or k) for k, n in NAMED.items() if n.row)   # (label, name, name for a known target)
+EDITABLE = tuple(k for k, n in NAMED.items() if n.editable)                         # engines whose field a recommendation can point to instead
+RECOMMENDED_IDS = tuple((n.recommends, k) for k, n in NAMED.items() if n.recommends)   # JSON key -> the engine whose convention writes it
+
+# %% ../nbs/00a_engines.ipynb #f1a2b3c5
+class ModelFile(NamedTuple):
+    "Which model file of an engine serves a target's `model_type`, and whose fact rows it follows."
+    engine: str        # SGLANG or VLLM
+    model_types: tuple # the config.json `model_type`s it serves (wrappers that delegate to it included)
+    file: str          # the file, under the engine's models folder
+    family: str        # the `Fact.family` of its rows
+    cite: str          # release read, file and lines: the class serving it and its setter
+
+PARENT = {'gpt_oss': 'llama', 'gemma3': 'llama', 'qwen_moe': 'llama', 'glm4_moe_lite': 'llama', 'glm4_moe': 'llama'}   # a family without a row asks its parent
+
+_S, _V = SGLANG, VLLM
+MODEL_FILES = (
+    ModelFile(_S, ('llama',), 'llama.py', 'llama', "0.5.23 llama.py:929-941 set_eagle3_layers_to_capture: val + 1; capture in attn_boundary.prepare (:491)"),
+    ModelFile(_S, ('mistral',), 'mistral.py', 'llama', "0.5.23 mistral.py:33 MistralForCausalLM(LlamaForCausalLM): llama.py's setter and loop"),
+    ModelFile(_S, ('llama4',), 'mllama4.py', 'llama', "0.5.23 mllama4.py:971-973 Llama4ForConditionalGeneration delegates to llama4.py:546 Llama4ForCausalLM(LlamaForCausalLM); capture llama4.py:529"),
+    ModelFile(_S, ('qwen2',), 'qwen2.py', 'llama', "0.5.23 qwen2.py:781-794: val + 1; capture in attn_boundary.prepare (:461)"),
+    ModelFile(_S, ('qwen3',), 'qwen3.py', 'llama', "0.5.23 qwen3.py:778-791: val + 1; capture (:529)"),
+    ModelFile(_S, ('glm4_moe',), 'glm4_moe.py', 'llama', "0.5.23 glm4_moe.py:1269-1281: val + 1; capture (:956)"),
+    ModelFile(_S, ('qwen3_moe',), 'qwen3_moe.py', 'qwen_moe', "0.5.23 qwen3_moe.py:1128-1143: val + 1, set on Qwen3MoeModel(Qwen2MoeModel) (:970), qwen2_moe.py:1153-1156 flags self.layers[id]"),
+    ModelFile(_S, ('qwen3_5', 'qwen3_5_moe'), 'qwen3_5.py', 'qwen_moe', "0.5.23 qwen3_5.py:2374 Qwen3_5ForConditionalGeneration(Qwen3VLForConditionalGeneration): qwen3_vl.py:1777-1793 val + 1; qwen3_5.py:1894-1897 flags self.layers[id]"),
+    ModelFile(_S, ('gpt_oss',), 'gpt_oss.py', 'gpt_oss', "0.5.23 gpt_oss.py:1337-1352 set_eagle3_layers_to_capture; boundaries :708-737"),
+    ModelFile(_S, ('gemma3_text', 'gemma3'), 'gemma3_causal.py', 'gemma3', "0.5.23 gemma3_causal.py:917-927: val + 1; gemma3_mm.py:543-545 Gemma3ForConditionalGeneration delegates to its language model"),
+    ModelFile(_S, ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25'), 'deepseek_v2.py', 'deepseek', "0.5.23 deepseek_v2.py:3458-3473 (EntryClass :3595); kimi_k25.py:928-939 delegates to its language model"),
+    ModelFile(_S, ('glm4_moe_lite',), 'glm4_moe_lite.py', 'glm4_moe_lite', "0.5.23 glm4_moe_lite.py:805-821: +1 only if layer_ids[0] == 1 (:817)"),
+    ModelFile(_V, ('llama',), 'llama.py', 'llama', "0.32.0 llama.py:347 LlamaModel(EagleModelMixin), _maybe_add_hidden_state :429 and :439 (interfaces.py:1601-1611)"),
+    ModelFile(_V, ('mistral',), 'mistral.py', 'llama', "0.32.0 mistral.py:207, :236 MistralModel(LlamaModel), MistralForCausalLM(LlamaForCausalLM)"),
+    ModelFile(_V, ('llama4',), 'mllama4.py', 'llama', "0.32.0 mllama4.py:734 Llama4ForConditionalGeneration(SupportsEagle3); llama4.py:384, :708 Llama4Model(LlamaModel), Llama4ForCausalLM(LlamaForCausalLM)"),
+    ModelFile(_V, ('qwen2', 'qwen3'), 'qwen2.py', 'llama', "0.32.0 qwen2.py:324 Qwen2Model(EagleModelMixin), :424 and :432; qwen3.py:269 Qwen3Model(Qwen2Model)"),
+    ModelFile(_V, ('qwen3_moe',), 'qwen3_moe.py', 'llama', "0.32.0 qwen3_moe.py:435 Qwen3MoeModel(EagleModelMixin), :505-514"),
+    ModelFile(_V, ('glm4_moe', 'glm4_moe_lite'), 'glm4_moe.py', 'glm4_moe', "0.32.0 glm4_moe.py:534 Glm4MoeForCausalLM(SupportsPP, SupportsLoRA, Glm4MixtureOfExperts); glm4_moe_lite.py likewise: no SupportsEagle3"),
+    ModelFile(_V, ('gpt_oss',), 'gpt_oss.py', 'llama', "0.32.0 gpt_oss.py:473 GptOssModel(EagleModelMixin): start_layer (:527) and i + 1 after each layer (:533), ids verbatim"),
+    ModelFile(_V, ('gemma3_text', 'gemma3'), 'gemma3.py', 'gemma3', "0.32.0 gemma3.py:367 Gemma3ForCausalLM(SupportsLoRA, SupportsPP); gemma3_mm.py: no SupportsEagle3"),
+    ModelFile(_V, ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25'), 'deepseek_v2.py', 'deepseek', "deepseek_v2.py: aux_hidden_state_layers (rows below)"),
+)
+
+def model_file(engine:str, model_type:str|None)->ModelFile|None:
+    "The `MODEL_FILES` row serving `model_type` in `engine`; None where no row was read (the target is read as llama.py is)."
+    return next((m for m in MODEL_FILES if m.engine == engine and model_type in m.model_types), None)
+
+def assumed_file(engine:str, model_type:str|None)->str|None:
+    "A sentence saying which file's rules are assumed for a target no row covers; None when a row covers it."
+    if engine not in (SGLANG, VLLM) or model_file(engine, model_type): return None
+    said = 'no model type given' if model_type is None else f"model type {model_type!r} has no model-file row"
+    return f"{FAMILIES[engine].title}: {said}; llama.py's rules assumed (files with their own rules: {', '.join(sorted({m.file for m in MODEL_FILES if m.engine == engine and m.family != 'llama'}))})"
 
 # %% ../nbs/00a_engines.ipynb #37fe1943
-DEEPSEEK_FILES = ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25')   # model types run by deepseek_v2.py
-PR25454_FILES = DEEPSEEK_FILES + ('glm4_moe_lite',)                      # the model files PR #25454 changed
-
 class Fact(NamedTuple):
     "One change in how an engine reads layer ids or what its capture reaches."
     engine: str   # SGLANG or VLLM
     since: str    # first release with this behaviour
-    what: str     # 'eagle3', 'reads', 'rule', 'resid0' or 'residN'
-    family: str   # 'any', 'llama' (every model file but deepseek_v2.py) or 'deepseek'
+    what: str     # 'eagle3', 'reads', 'rule', 'resid0', 'residN', 'tensor' or 'empty'
+    family: str   # 'any', or the `ModelFile.family` of the files it holds for
     value: object # what it does
     source: str   # file, and what the code does there
 
-_S, _V = SGLANG, VLLM
 ENGINE_FACTS = (
     Fact(_S, '0.5.6',  'eagle3', 'any', True, "llama.py, deepseek_v2.py: set_eagle3_layers_to_capture"),
+    Fact(_S, '0.5.6',  'eagle3', 'gemma3', False, "gemma3_causal.py (0.5.6): no set_eagle3_layers_to_capture, no aux capture"),
+    Fact(_S, '0.5.12', 'eagle3', 'gemma3', True, "gemma3_causal.py (0.5.12: 906): set_eagle3_layers_to_capture (first seen in 0.5.12; 0.5.7 to 0.5.11 not read for this file)"),
     Fact(_S, '0.5.6',  'reads', 'any', 'nested', "spec_aux_hidden_state / model_runner: eagle_config['eagle_aux_hidden_state_layer_ids'] in a bare try/except"),
     Fact(_S, '0.5.6',  'rule', 'any', 'sglang', "llama.py, deepseek_v2.py set_eagle3_layers_to_capture: [val + 1 for val in layer_ids]"),
     Fact(_S, '0.5.13', 'rule', 'deepseek', 'sglang-pr25454', "deepseek_v2.py, glm4_moe_lite.py: +1 only if layer_ids[0] == 1 (PR #25454)"),
+    Fact(_S, '0.5.13', 'rule', 'glm4_moe_lite', 'sglang-pr25454', "glm4_moe_lite.py: +1 only if layer_ids[0] == 1 (PR #25454)"),
+    Fact(_S, '0.5.17', 'rule', 'gpt_oss', 'sglang-boundary', "gpt_oss.py (0.5.17: 1338-1343; 0.5.23: 1346-1352; not in 0.5.16): ids kept when max(layer_ids) == num_hidden_layers, else val + 1"),
     Fact(_S, '0.5.6',  'resid0', 'any', 'crash', "the capture loop appends hidden_states + residual before layer i; residual is None before layer 0"),
     Fact(_S, '0.5.14', 'resid0', 'deepseek', 'captured', "deepseek_v2.py: captured_last_layer_outputs through the layer communicator (the residual after prepare_attn)"),
+    Fact(_S, '0.5.17', 'resid0', 'gpt_oss', 'captured', "gpt_oss.py (0.5.17: 726-729): boundary 0, the embedding output, when start_layer is asked for"),
+    Fact(_S, '0.5.12', 'resid0', 'gemma3', 'captured', "gemma3_causal.py (0.5.12: 630; 0.5.23: 638-639): hidden_states before layer 0 is the embedding"),
     Fact(_S, '0.5.22', 'resid0', 'llama', 'captured', "llama.py: capture through attn_boundary.prepare(capture=...)"),
     Fact(_S, '0.5.6',  'residN', 'any', 'dropped', "the capture loop runs before layer i, i < N: an id at N matches nothing"),
+    Fact(_S, '0.5.12', 'residN', 'gemma3', 'captured', "gemma3_causal.py (0.5.12: 662-663; 0.5.23: 671-672): num_layers in layers_to_capture appends after the last layer, before the norm"),
     Fact(_S, '0.5.17', 'residN', 'deepseek', 'crash', "layers/aux_hidden_states.py AuxHiddenStatePacker.finalize: RuntimeError 'captured 2 of 3 aux hidden states'"),
+    Fact(_S, '0.5.17', 'residN', 'gpt_oss', 'captured', "gpt_oss.py (0.5.17: 736; 0.5.23: final_norm capture 726-733): boundary N, the last layer's output before the final norm"),
+    Fact(_S, '0.5.23', 'residN', 'qwen_moe', 'crash', "qwen2_moe.py:1153-1156, qwen3_5.py:1894-1897: setattr(self.layers[val + 1], ...) raises IndexError for an id at N-1"),
+    Fact(_S, '0.5.6',  'tensor', 'any', 'resid', "the residual stream at the capture point"),
+    Fact(_S, '0.5.17', 'tensor', 'gemma3', 'ffn_delta', "gemma3_causal.py (0.5.17: 385-389; 0.5.23: 381-385 and 655-657): the residual is kept apart, so capture point k holds layer k-1's post_feedforward_layernorm output"),
     Fact(_V, '0.10.0', 'eagle3', 'llama', True, "models/llama.py: set_aux_hidden_state_layers"),
     Fact(_V, '0.10.0', 'eagle3', 'deepseek', False, "deepseek_v2.py has no EAGLE-3 interface: RuntimeError 'Model does not support EAGLE3 interface'"),
     Fact(_V, '0.18.0', 'eagle3', 'deepseek', True, "deepseek_v2.py: aux_hidden_state_layers"),
+    Fact(_V, '0.10.0', 'eagle3', 'gemma3', False, "gemma3.py:367 (read in 0.32.0 and 0.34.0): Gemma3ForCausalLM has no SupportsEagle3: 'Model does not support EAGLE3 interface'"),
+    Fact(_V, '0.10.0', 'eagle3', 'glm4_moe', False, "glm4_moe.py:534, glm4_moe_lite.py (read in 0.32.0 and 0.34.0): no SupportsEagle3: gpu_model_runner.py:5236 'Model does not support EAGLE3 interface'"),
     Fact(_V, '0.10.0', 'reads', 'any', None, "v1/worker/gpu_model_runner.py load_model: set_aux_hidden_state_layers(get_eagle3_aux_hidden_state_layers()), the model default"),
     Fact(_V, '0.11.1', 'reads', 'any', 'top_level', "gpu_model_runner.py _get_eagle3_aux_layers_from_config: hf_config.eagle_aux_hidden_state_layer_ids (PR #25961)"),
     Fact(_V, '0.22.0', 'reads', 'any', 'top_level+nested', "_get_eagle3_aux_layers_from_config: the top-level ids, else eagle_config's"),
     Fact(_V, '0.10.0', 'rule', 'any', 'vllm', "aux_hidden_state_layers are the ids as written, no +1"),
+    Fact(_V, '0.10.0', 'empty', 'any', 'absent', "gpu_model_runner.py (0.32.0: 5241-5247): `if aux_layers:`, else the model default; an empty top-level list falls through to eagle_config (:5268-5269)"),
     Fact(_V, '0.10.0', 'resid0', 'llama', 'crash', "models/llama.py: hidden_states + residual before layer 0, residual None"),
     Fact(_V, '0.18.0', 'resid0', 'llama', 'captured', "EagleModelMixin._maybe_add_hidden_state(..., 0, ...) before the loop (PR #36063)"),
     Fact(_V, '0.10.0', 'residN', 'llama', 'dropped', "models/llama.py captures before layer idx: an id at N matches nothing"),
@@ -118,6 +182,14 @@ ENGINE_FACTS = (
     Fact(_V, '0.18.0', 'residN', 'deepseek', 'dropped', "deepseek_v2.py captures before layer idx only"),
     Fact(_V, '0.25.0', 'residN', 'deepseek', 'captured', "deepseek_v2.py: end_layer in aux_hidden_state_layers (PR #46973)"),
 )
+DEEPSEEK_FILES = model_file(_S, 'deepseek_v3').model_types   # model types run by deepseek_v2.py
+PR25454_FILES = tuple(t for m in MODEL_FILES if m.engine == _S and m.family in ('deepseek', 'glm4_moe_lite') for t in m.model_types)   # the files PR #25454 changed
+TENSOR_SAID = {'resid': 'resid[k], the residual stream',
+               'ffn_delta': "the previous layer's feed-forward output without the residual, not resid[k]"}
+
+def rule_conventions(engine:str)->tuple:
+    "Every convention some release of `engine` reads ids with, oldest row first (what a config edit may write in)."
+    return tuple(dict.fromkeys(f.value for f in ENGINE_FACTS if f.engine == engine and f.what == 'rule'))
 
 # %% ../nbs/00a_engines.ipynb #d2bfd082
 FIXED = {   # family -> (reads, convention, resid[0], resid[N], source)
@@ -232,6 +304,23 @@ VARIANT_SUPPORT += (
 BORROWED = ('embed_tokens', 'lm_head')   # weights a draft may ship or borrow from the target: rows above, not variant keys
 VARIANT_KEYS = tuple(k for k in dict.fromkeys(s.key for s in VARIANT_SUPPORT) if k not in BORROWED)
 
+SERVED_AS = {   # fault code -> what the serving engines make of a checkpoint fault the loader refuses, from their code (`Engine.uses_shipped`'s rows)
+    'LM_HEAD_MISSING': "SGLang builds a draft_vocab_size head that only the checkpoint fills and runs it unfilled (accept length 1.00, "
+                       "sgl-project/sglang#27908); vLLM >= 0.13.0 shares the target's head, which does not fit a smaller draft vocabulary: "
+                       "ship lm_head.weight, or set draft_vocab_size to null so SGLang borrows the target's head",
+    'VARIANT_WEIGHTS_MISSING': "an engine that reads the key builds the norm and leaves it at its initial weights (ones): the draft "
+                               "runs with a norm it was not trained with; ship the norm weights or turn the key off as trained",
+    'VOCAB_SIZE_MISMATCH': "engines size the head and the map from draft_vocab_size and fail to load, or map ids wrongly: make "
+                           "draft_vocab_size, d2t, t2d and lm_head agree",
+    'VOCAB_MAP_ABSOLUTE': "SGLang adds arange to d2t (hot_token_id = d2t + arange) and vLLM reads target = draft + d2t: every proposed id is "
+                          "wrong or out of range",
+    'VOCAB_MAP_INVALID': "engines map draft ids outside the target vocabulary: the draft proposes wrong tokens or fails",
+}
+
+def served_as(code:str)->str:
+    "What the serving engines make of the checkpoint fault `code` (a `ModelLoadError` code)."
+    return SERVED_AS.get(code, 'no engine can run it as shipped')
+
 # %% ../nbs/00a_engines.ipynb #b321ef0e
 class EngineRules(NamedTuple):
     "How one engine release reads layer ids and which tensors its capture reaches, for one target."
@@ -242,6 +331,9 @@ class EngineRules(NamedTuple):
     resid0: str|None    # 'captured', 'crash' or 'not expressible'
     residN: str|None    # 'captured', 'dropped' (silently, one state less), 'crash' or 'post-norm' (that entry is after the final norm)
     sources: dict       # what -> the source sentence behind it
+    tensor: str = 'resid'    # what a capture point holds: a key of `TENSOR_SAID`
+    file: str|None = None    # the model file whose rows these are (None: the engine has one capture for every target)
+    empty_absent: bool = False   # an empty id list counts as none: the engine feeds its default
 
 class Reach(NamedTuple):
     "Whether an engine release delivers resid[k] to the draft."
@@ -253,16 +345,21 @@ REACH_SAID = {'captured': 'is captured', 'dropped': 'is never captured: the draf
               'crash': 'crashes the engine', 'post-norm': 'is not available: that entry is after the final norm',
               'not expressible': "cannot be asked for: its ids mean 'output of layer k', k >= 0"}
 
-def _model_family(what:str, model_type:str|None)->str:
-    if model_type is None: return 'llama'
-    return 'deepseek' if model_type in (PR25454_FILES if what == 'rule' else DEEPSEEK_FILES) else 'llama'
+def _families(engine:str, what:str, model_type:str|None, deepseek_rule:bool=False)->tuple:
+    "The fact families that answer `what` for a target, most specific first: its file's, the parents', then 'any'."
+    if deepseek_rule and what == 'rule': return ('deepseek', 'any')
+    m = model_file(engine, model_type)
+    fam, out = m.family if m else 'llama', []
+    while fam: out.append(fam); fam = PARENT.get(fam)
+    return (*out, 'any')
 
 def _fold(engine:str, release:str, model_type:str|None, deepseek_rule:bool=False)->dict:
-    "`ENGINE_FACTS` folded up to `release` for the target's model family: what -> (value, source)."
+    "`ENGINE_FACTS` up to `release` for the target's model file: what -> (value, source); a family's own row beats its parent's."
     out = {}
-    for f in ENGINE_FACTS:
-        fam = 'deepseek' if deepseek_rule and f.what == 'rule' else _model_family(f.what, model_type)
-        if f.engine == engine and version_tuple(f.since) <= version_tuple(release) and f.family in ('any', fam): out[f.what] = (f.value, f.source)
+    for what in dict.fromkeys(f.what for f in ENGINE_FACTS if f.engine == engine):
+        rows = [f for f in ENGINE_FACTS if f.engine == engine and f.what == what and version_tuple(f.since) <= version_tuple(release)]
+        for fam in _families(engine, what, model_type, deepseek_rule):
+            if mine := [f for f in rows if f.family == fam]: out[what] = (mine[-1].value, mine[-1].source); break
     return out
 
 # %% ../nbs/00a_engines.ipynb #5320f500
@@ -289,7 +386,7 @@ class Engine:
         name = ALIASES.get(name.strip().lower(), name.strip().lower())
         if not sep:
             if name not in NAMED: raise ValueError(f"{option} {text!r}: unknown engine; expected one of {ENGINE_NAMES}, optionally with ==VERSION")
-            return cls(NAMED[name].family, NAMED[name].release, name, True)
+            return cls.named(name)
         fam = FAMILIES.get(name)
         if fam and fam.checked:
             v = version_tuple(version, f"{option} {text!r}: version")
@@ -302,6 +399,10 @@ class Engine:
         if name in NAMED: raise ValueError(f"{option} {text!r}: {NAMED[name].said} is not versioned here; give {name!r} alone")
         raise ValueError(f"{option} {text!r}: unknown engine {name!r}; expected one of {ENGINE_NAMES}")
 
+    @classmethod
+    def named(cls, name:str)->Engine:
+        "The engine a registry name stands for (a key of `NAMED`): a lookup, for code that names an engine itself."
+        return cls(NAMED[name].family, NAMED[name].release, name, True)
     def __str__(self): return self.key
     def __format__(self, spec:str)->str: return format(self.key, spec)   # f'{engine:10}' pads its name
     @property
@@ -326,15 +427,16 @@ class Engine:
     def rules(self, model_type:str|None=None)->EngineRules:
         "The layer-id reading and capture reach of this release for a target (model_type None: llama.py's), with sources."
         if self.family == SPECFORGE and self.release == '0.2.0':   # captures with the SGLang it pins
-            r = Engine.parse('sglang==0.5.14').rules(model_type)
+            r = Engine(SGLANG, '0.5.14', 'sglang==0.5.14', False).rules(model_type)
             return r._replace(engine=self.title, sources={**r.sources, 'via': "SpecForge 0.2.0 requires sglang==0.5.14 and captures through its set_eagle3_layers_to_capture"})
         if FAMILIES[self.family].checked:
-            f = _fold(self.family, self.release, model_type, self.deepseek_rule)
+            f, m = _fold(self.family, self.release, model_type, self.deepseek_rule), model_file(self.family, model_type)
             return EngineRules(self.title, *(f.get(w, (None,))[0] for w in ('reads', 'rule', 'eagle3', 'resid0', 'residN')),
-                               {w: src for w, (_, src) in f.items()})
+                               {w: src for w, (_, src) in f.items()}, f.get('tensor', ('resid',))[0], m.file if m else 'llama.py',
+                               f.get('empty', (None,))[0] == 'absent')
         reads, conv, r0, rn, src = FIXED[self.family]
         if self.family == SPECFORGE and self.release == '0.1.0': reads, src = None, SPECFORGE_010
-        return EngineRules(self.title, reads, conv, True, r0, rn, {'all': src})
+        return EngineRules(self.title, reads, conv, True, r0, rn, {'all': src}, empty_absent=self.family == SPECULATORS)   # its ids go to vLLM
 
     def reach(self, resid:int, n_layers:int, model_type:str|None=None)->Reach:
         "Whether this release delivers resid[`resid`] to the draft of an `n_layers` target; only resid[0] and resid[N] depend on the release."
@@ -349,12 +451,12 @@ class Engine:
 
     def for_target(self, model_type:str|None=None)->Engine:
         "The named row this engine is for a target: bare SGLang on a PR #25454 model file is 'sglang-pr25454'."
-        return Engine.parse('sglang-pr25454') if self.key == SGLANG and model_type in PR25454_FILES else self
+        return Engine.named('sglang-pr25454') if self.key == SGLANG and model_type in PR25454_FILES else self
 
     def edit_field(self, model_type:str|None=None)->tuple: # (key, convention or None, field, name)
         "Where and how this engine reads the aux layer ids for a target, as a recommendation names it."
         e = self.for_target(model_type)
-        if e.key == SGLANG: e = Engine.parse('sglang-legacy')   # its rule for this target is the +1 rule
+        if e.key == SGLANG: e = Engine.named('sglang-legacy')   # its rule for this target is the +1 rule
         r = e.rules(model_type)
         who = "the EAGLE authors' code" if e.family == EAGLE else r.engine
         if r.reads is None: return (e.key, None, f"none: {who} ignores the config", r.engine)

@@ -257,7 +257,7 @@ def _missing_code(missing:list)->str|None:
     if all(k.startswith(('fc_norm.', 'input_norm.')) for k in missing): return 'VARIANT_WEIGHTS_MISSING'
     return None
 
-def _embedding(draft:Eagle3Draft, sd:dict, target, path, engine=None)->str:
+def _embedding(draft:Eagle3Draft, sd:dict, target, path, engine:Engine)->str:
     "Give the draft the embedding the engine runs it with (a shipped one, else the target's, shared); say which."
     c = draft.config
     if 'embed_tokens.weight' in sd:
@@ -267,7 +267,7 @@ def _embedding(draft:Eagle3Draft, sd:dict, target, path, engine=None)->str:
         object.__setattr__(draft, 'shipped_embedding', w)   # kept: the doctor compares it with the target's
         te = None if target is None else target_parts(target)['embed'].weight
         same = te is not None and te.shape == w.shape
-        if te is None or Engine.parse(engine, 'engine').uses_shipped('embed_tokens', same_width=same) or torch.equal(te.to(w.dtype), w):
+        if te is None or engine.uses_shipped('embed_tokens', same_width=same) or torch.equal(te.to(w.dtype), w):
             draft.embed_tokens = nn.Embedding.from_pretrained(w, freeze=True)
             return 'checkpoint'
         object.__setattr__(draft, 'embed_tokens', target_parts(target)['embed'])
@@ -342,7 +342,7 @@ def load_draft(source, # a `DraftSource` (`read_draft`), a draft directory or `z
                engine=None, # whose choice between a shipped embedding and the target's to follow (`Engine.uses_shipped`); default the default engine
               )->tuple: # (Eagle3Draft, DraftLoadReport)
     "Load an EAGLE-3 draft from any trainer's checkpoint; unknown keys are reported, not dropped silently."
-    src = source if isinstance(source, DraftSource) else read_draft(source)
+    src, engine = source if isinstance(source, DraftSource) else read_draft(source), Engine.parse(engine, 'engine')   # parsed once, here
     raw = load_state_dict(src.files)
     if any(f.suffix in PICKLED for f in src.files): src = src.with_names(list(raw))   # a pickle's names show only now
     c, prov, path, files = src.config, src.provenance, src.path, src.files
@@ -494,7 +494,7 @@ def load_pair(target='zoo:tiny-dsv3', # target directory or zoo name
               threads:int|None=None, # torch CPU threads; default: `threads.choose_threads` ($EAGLE3_THREADS, or the rule)
              )->Pair:
     "Load a target and its draft and resolve which resid[k] the engine feeds the draft."
-    tpath = resolve_path(target)
+    tpath, engine = resolve_path(target), Engine.parse(engine, 'engine')   # parsed once: the draft's loading and its wiring get the value
     tcfg = read_config(tpath)   # a target that is no model directory is named as such, before any question about its draft
     if draft is None:
         if not str(target).startswith('zoo:'): raise ValueError(f"{target}: draft=None is only allowed for zoo targets; pass the draft directory")

@@ -536,10 +536,8 @@ def _recorded(target)->bool: return isinstance(target, Recording) or isinstance(
 
 def _release_reading(obs:Observed, eng:Engine, pair, n_layers:int)->dict|None:
     "The resid layers the release the output states would feed (the `_release` check's evidence); None when it states none this reads."
-    v = obs.settings.get('version')
-    if not v or obs.engine is None or eng.family != obs.engine.family: return None
-    try: stated = Engine.parse(f"{obs.engine.family}=={v}")
-    except ValueError: return None
+    stated = obs.release   # parsed once, by the reader
+    if stated is None or eng.family != stated.family: return None
     return dict(engine=stated.key, resid_layers=list(resolve_wiring(pair.draft.config.raw, n_layers, stated, pair.model_type).resid_layers))
 
 def _expectation_pair(target, draft, engine, threads):

@@ -32,6 +32,13 @@ class Observed:
     notes: list = field(default_factory=list)
     timeline: list = field(default_factory=list, repr=False)  # logs: one dict per acceptance line (t seconds, accept_length, weight, segment, line)
     contexts: list = field(default_factory=list, repr=False)  # per group: the request's context at its end (prompt + completion tokens), None unknown
+    release: Engine|None = field(default=None, repr=False)  # the release the output states (settings['version']), parsed once when it is read
+
+    def __post_init__(self):
+        v = self.settings.get('version')
+        if self.release is None and v and self.engine is not None:
+            try: self.release = Engine.parse(f"{self.engine.family}=={v}")
+            except ValueError: pass   # a version no release row reads: the comparison says nothing about it
 
     @property
     def per_position(self)->list|None:
@@ -244,7 +251,7 @@ def read_vllm_metrics(src, # a /metrics scrape: its path, or the text
     settings = dict(num_steps=k, topk=1, num_draft_tokens=k + 1) if k else {}   # vLLM's EAGLE drafts a chain of num_speculative_tokens
     models = sorted(m for m in c['models'] if m)
     if models: settings['served_model_name'] = models[0] if len(models) == 1 else models
-    return Observed(Engine.parse(VLLM), f"{name} ({what})", int(c['drafts']), int(c['draft_tokens']), int(c['accepted']),
+    return Observed(Engine.named(VLLM), f"{name} ({what})", int(c['drafts']), int(c['draft_tokens']), int(c['accepted']),
                     [int(c['per_pos'].get(j, 0)) for j in range(k)] or None, settings=settings)
 
 # %% ../nbs/04b_outputs.ipynb #db3c9568
@@ -279,7 +286,7 @@ def read_vllm_responses(src, # vLLM OpenAI-API responses (JSON, a list, JSON lin
     if not reqs: raise ValueError(f"{name}: no response carries metrics.speculative_decoding: start vLLM with "
                                   f"--per-request-spec-decode-metrics summary, and send n=1 requests")
     notes = [f"{skipped} response(s) without metrics.speculative_decoding skipped (n > 1, or an error)"] if skipped else []
-    return observed_from_requests(Engine.parse(VLLM), f"{name} (vLLM per-request metrics, {len(reqs)} requests)", reqs, k,
+    return observed_from_requests(Engine.named(VLLM), f"{name} (vLLM per-request metrics, {len(reqs)} requests)", reqs, k,
                           dict(num_steps=k, topk=1, num_draft_tokens=k + 1) if k else {}, notes)
 
 # %% ../nbs/04b_outputs.ipynb #ad6dbd19
@@ -303,7 +310,7 @@ def read_vllm_log(src, # a vLLM server log: path or text
     if not reqs: raise ValueError(f"{name}: no 'SpecDecoding metrics:' line with per-position rates: was speculative decoding on, "
                                   f"and logging not disabled (--disable-log-stats)?")
     logged, notes = _named(logged_settings, name)(text, VLLM)
-    o = observed_from_requests(Engine.parse(VLLM), f"{name} (vLLM log, {len(reqs)} SpecDecoding lines)", reqs,
+    o = observed_from_requests(Engine.named(VLLM), f"{name} (vLLM log, {len(reqs)} SpecDecoding lines)", reqs,
                                settings={**logged, 'num_steps': len(rates), 'topk': 1},
                                notes=["vLLM logs rates per interval: drafts = drafted / num_speculative_tokens, per-position counts rounded"] + notes)
     return replace(o, accepted_per_pos=[sum(r['per_pos'][j] for r in reqs) for j in range(len(rates))], groups=[],
@@ -335,7 +342,7 @@ def read_sglang_responses(src, # SGLang /generate responses (an object, a list, 
                                   f"and are these finished /generate responses?")
     if any(r['accepted'] is None for r in reqs):
         notes.append("SGLang 0.4 meta_info: accept length = completion_tokens / spec_verify_ct, which counts the prefill's token too")
-    return observed_from_requests(Engine.parse(SGLANG), f"{name} (SGLang meta_info, {len(reqs)} requests)", reqs, k,
+    return observed_from_requests(Engine.named(SGLANG), f"{name} (SGLang meta_info, {len(reqs)} requests)", reqs, k,
                           dict(num_draft_tokens=k + 1) if k else {}, notes)
 
 # %% ../nbs/04b_outputs.ipynb #8e3c6907
@@ -353,7 +360,7 @@ def read_sglang_server_info(src, # SGLang /get_server_info JSON: path or text
     if not avgs: raise ValueError(f"{name}: no internal_states[*].avg_spec_accept_length: no verify step ran since start or flush_cache")
     notes = ["the server info gives one average and no counts: the observed side has no interval"]
     if len(avgs) > 1: notes.append(f"{len(avgs)} data-parallel ranks report {[round(a, 4) for a in avgs]}: their plain mean is used")
-    return Observed(Engine.parse(SGLANG), f"{name} (SGLang server info, version {info.get('version')})", reported_accept_length=sum(avgs) / len(avgs),
+    return Observed(Engine.named(SGLANG), f"{name} (SGLang server info, version {info.get('version')})", reported_accept_length=sum(avgs) / len(avgs),
                     settings=_named(engine_settings, name)(info, SGLANG), notes=notes)
 
 def read_sglang_log(src, # an SGLang server log: path or text
@@ -365,7 +372,7 @@ def read_sglang_log(src, # an SGLang server log: path or text
                                   f"and a --decode-log-interval small enough to log during the requests?")
     restarts = [i for i, line in enumerate(text.splitlines(), 1) if _SGL_RESTART.search(line)]
     settings, notes = _named(logged_settings, name)(text, SGLANG)
-    return Observed(Engine.parse(SGLANG), f"{name} (SGLang server log, {len(rows)} decode lines)", groups=[[float(r['accept_len'])] for r in rows],
+    return Observed(Engine.named(SGLANG), f"{name} (SGLang server log, {len(rows)} decode lines)", groups=[[float(r['accept_len'])] for r in rows],
                     settings=settings, timeline=_timeline([(r['line'], r['time'], r['accept_len'], 1) for r in rows], restarts),
                     notes=["each decode line averages its logging interval; lines weigh equally and the interval resamples them"] + notes)
 

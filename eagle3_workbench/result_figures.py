@@ -408,7 +408,7 @@ def _edit_html(rec:dict, configured)->str:
                                    f'{html.escape(p)}</pre>' if p else '.'))
     rows = []
     for key, name in RECOMMENDED_IDS:
-        _, _, fld, said = Engine.parse(name).edit_field()
+        _, _, fld, said = Engine.named(name).edit_field()
         if key in rec: rows.append(f"<tr><td{_L}>{html.escape(said)}</td><td{_L}><code>{html.escape(fld)}</code></td><td{_L}>{rec[key] if rec[key] is not None else 'cannot express'}</td></tr>")
     return (f'<div class="e3-edit" style="margin:6px 0">{head}<table style="font-size:12px;margin-top:2px"><tr><th{_L}>'
             f'the same layers for</th><th{_L}>field</th><th{_L}>ids</th></tr>{"".join(rows)}</table></div>')

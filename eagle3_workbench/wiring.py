@@ -9,11 +9,12 @@ from typing import NamedTuple
 import copy
 from .conventions import (to_resid, from_resid, default_resid_layers, read_aux_ids, as_layer_ids, convention_rule,
                                           FIELDS, AUX_KEY)
-from .engines import Engine, READING_ROWS, PR25454_FILES, SGLANG, VLLM, TRTLLM
+from .engines import (Engine, READING_ROWS, PR25454_FILES, TENSOR_SAID, MODEL_FILES, SGLANG, VLLM, TRTLLM,
+                                      model_file, assumed_file, rule_conventions)
 
 # %% auto #0
 __all__ = ['EngineReading', 'engine_reading', 'engine_readings', 'sglang_rule_note', 'disagreements', 'Wiring', 'resolve_wiring',
-           'wiring_from_ids', 'wiring_table', 'ConfigEdit', 'draft_config_edit']
+           'wiring_from_ids', 'wiring_table', 'ConfigEdit', 'draft_config_edit', 'architecture_table']
 
 # %% ../nbs/00b_wiring.ipynb #55976b2d
 @dataclass
@@ -40,7 +41,7 @@ def engine_reading(draft_config:dict, # a draft config.json, as a dict
     "What one engine release feeds the draft, with `Engine.reach` deciding resid[0] and resid[N]."
     engine = Engine.parse(engine, 'engine')
     r, cfg_ids = engine.rules(target_model_type), read_aux_ids(draft_config)
-    given, probs, reads = {k: v for k, v in cfg_ids.items() if v is not None and not (v == [] and r.convention == 'vllm')}, [], r.reads   # vLLM: [] is absent
+    given, probs, reads = {k: v for k, v in cfg_ids.items() if v is not None and not (v == [] and r.empty_absent)}, [], r.reads   # vLLM: [] is absent
     if reads == 'serving':
         ids, field_ = (None, '') if trtllm_layers is None else (list(as_layer_ids(list(trtllm_layers), 'trtllm_layers')), 'eagle3_layers_to_capture (serving config)')
         if given: probs.append(f"{r.engine} takes its layers from its serving config; the draft's " + ', '.join(f"{FIELDS[k]} {v}" for k, v in given.items()) + " is not read")
@@ -49,7 +50,7 @@ def engine_reading(draft_config:dict, # a draft config.json, as a dict
         if reads == 'top_level+nested': reads = 'top_level' if cfg_ids['top_level'] else 'nested'
         if reads == 'nested+top_level': reads = 'nested' if cfg_ids['nested'] is not None else 'top_level'
         ids = cfg_ids[reads] if reads else None
-        if r.convention == 'vllm' and ids == []: ids = None   # vLLM treats an empty list as absent
+        if r.empty_absent and ids == []: ids = None   # vLLM treats an empty list as absent
         field_ = FIELDS[reads] if ids is not None else 'hard-coded default'
         if others := (given if ids is None else {k: v for k, v in given.items() if k != reads and v != ids}):
             probs.append(f"{r.engine} reads " + (FIELDS[reads] if reads else 'no config field') + "; " + ', '.join(
@@ -59,6 +60,8 @@ def engine_reading(draft_config:dict, # a draft config.json, as a dict
     for i, k, x in zip(ids or resid, resid, reach):   # an id beyond the target is named as written
         if x.how != 'captured': probs.append(f"id {i} maps to resid[{k}], which does not exist: a target with {n_layers} layers has resid[0..{n_layers}]" if x.how == 'does not exist' else x.why)
     probs += ["resid[0] is the token embedding, not a layer output" for k, x in zip(resid, reach) if k == 0 and x.captured]
+    if r.tensor != 'resid' and any(k > 0 for k in resid):   # the model file captures something else than the residual stream
+        probs.append(f"at each capture point after the embedding {r.engine} ({r.file}) feeds {TENSOR_SAID[r.tensor]} ({r.sources['tensor']})")
     if not resid: probs.append("the id list is empty: the draft gets no aux hidden states")
     got = tuple(k for k, x in zip(resid, reach) if x.captured)
     fed = tuple(sorted(set(got)))
@@ -73,18 +76,23 @@ def engine_readings(draft_config:dict, # a draft config.json, as a dict
                     target_model_type:str|None=None, # the target's `model_type`; picks SGLang's rule after PR #25454
                    )->list: # one `EngineReading` per row of `engines.READING_ROWS`
     "What SGLang (before and after PR #25454), vLLM (0.32 and 0.21), SpecForge and the EAGLE authors feed the draft."
-    return [replace(engine_reading(draft_config, n_layers, known if target_model_type is not None else name, target_model_type), engine=row)
+    return [replace(engine_reading(draft_config, n_layers, Engine.named(known if target_model_type is not None else name), target_model_type), engine=row)
             for row, name, known in READING_ROWS]   # a known target: its model file's rule
 
 # %% ../nbs/00b_wiring.ipynb #48e68ca5
 def sglang_rule_note(mtype:str|None)->str:
-    "Which of SGLang's two rules applies to a target model type, said aloud (PR #25454 changed only some model files)."
+    "Which of SGLang's rules applies to a target model type, said aloud from the model-file rows (each file has its own setter)."
+    own = sorted({m.file for m in MODEL_FILES if m.engine == SGLANG and m.family not in ('llama', 'deepseek', 'glm4_moe_lite')})
     if mtype is None:
         return ("no --model-type or --target given: the 'SGLang >=PR#25454' row assumes a DeepSeek/Kimi target "
                 f"({', '.join(PR25454_FILES)}), the only model files that PR changed; for any other target SGLang reads "
-                "the ids as the 'SGLang <PR#25454' row. Pass --model-type or --target to decide.")
-    if mtype in PR25454_FILES: return f"model type {mtype}: SGLang after PR #25454 reads the ids with its DeepSeek/Kimi rule"
-    return f"model type {mtype}: PR #25454 did not change this model file, so both SGLang rows read the ids the same way"
+                "the ids as the 'SGLang <PR#25454' row. Pass --model-type or --target to decide. "
+                f"{assumed_file(SGLANG, None)}; {', '.join(own)} also read or capture otherwise.")
+    m, r = model_file(SGLANG, mtype), Engine.named(SGLANG).rules(mtype)
+    file = f"SGLang serves it with {m.file} ({m.cite})" if m else assumed_file(SGLANG, mtype)
+    if mtype in PR25454_FILES: return f"model type {mtype}: {file}; SGLang after PR #25454 reads the ids with its DeepSeek/Kimi rule"
+    if r.convention != 'sglang': return f"model type {mtype}: {file}; SGLang 0.5.23 reads the ids as {r.convention} ({r.sources['rule']})"
+    return f"model type {mtype}: {file}; PR #25454 did not change this model file, so both SGLang rows read the ids the same way"
 
 # %% ../nbs/00b_wiring.ipynb #d3cb9fce
 def disagreements(readings, # `EngineReading`s, as from `engine_readings`
@@ -174,7 +182,7 @@ def draft_config_edit(draft_config:dict, # the draft's config.json, as a dict (n
     nested = cfg.setdefault('eagle_config', {})
     before = (nested.get(AUX_KEY), draft_config.get(AUX_KEY))
     notes = []
-    for conv in ('sglang', 'sglang-pr25454'):
+    for conv in rule_conventions(SGLANG):   # each way an SGLang release reads ids, from the registry
         try: nested[AUX_KEY] = list(from_resid(resid, conv, n_layers))
         except ValueError as e: notes.append(f"# cannot be written in {conv} style: {e}"); continue
         if resolve_wiring(cfg, n_layers, SGLANG, target_model_type).resid_layers == resid: break
@@ -193,3 +201,14 @@ def draft_config_edit(draft_config:dict, # the draft's config.json, as a dict (n
             if b is not None: lines.append(f"- {label}: {b}")
             lines.append(f"+ {label}: {a}   ({why})")
     return ConfigEdit(cfg, '\n'.join(lines + [f"# SGLang and vLLM now both feed resid{list(resid)}"] + notes))
+
+# %% ../nbs/00b_wiring.ipynb #b1c2d3e5
+def architecture_table()->str: # markdown, one row per model type
+    "The model types `MODEL_FILES` covers: per engine, its file, the rule its newest release reads ids with, resid[0], resid[N], the tensor."
+    def cell(e:Engine, mt:str)->str:
+        r, m = e.rules(mt), model_file(e.family, mt)
+        if not r.eagle3: return f"`{m.file}`: no EAGLE-3"
+        return f"`{m.file if m else 'llama.py (assumed)'}`: {r.convention}, resid[0] {r.resid0}, resid[N] {r.residN}" + ('' if r.tensor == 'resid' else f", {r.tensor}")
+    s, v = Engine.named(SGLANG), Engine.named(VLLM)
+    rows = [f"| {t} | {cell(s, t)} | {cell(v, t)} |" for t in dict.fromkeys(t for m in MODEL_FILES for t in m.model_types)]
+    return '\n'.join([f"| model_type | {s.title} | {v.title} |", '|---|---|---|', *rows])

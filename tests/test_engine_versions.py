@@ -145,7 +145,9 @@ def test_resid_n_deepseek(engine, ids, fed, why):
 
 
 @pytest.mark.parametrize('engine, how', [
-    ('sglang==0.5.23', 'dropped'),     # llama.py never captures after the last layer
+    ('sglang==0.5.16', 'dropped'),     # gpt_oss.py captures before layer i only (as llama.py)
+    ('sglang==0.5.23', 'captured'),    # gpt_oss.py from 0.5.17: boundary N, before the final norm
+    ('sglang==0.5.23:llama', 'dropped'),   # llama.py never captures after the last layer
     ('vllm==0.17.1', 'dropped'),       # before PR #36063 capture is before layer idx
     ('vllm==0.18.0', 'captured'),      # PR #36063: idx + 1 after each layer
     ('trtllm', 'captured'),            # id N-1 = output of the last layer
@@ -153,7 +155,8 @@ def test_resid_n_deepseek(engine, ids, fed, why):
     ('speculators', 'captured'),       # launch_vllm.py appends N itself
 ])
 def test_resid_n_gpt_oss(engine, how):
-    assert Engine.parse(engine).reach(36, 36, 'gpt_oss').how == how
+    engine, _, mt = engine.partition(':')
+    assert Engine.parse(engine).reach(36, 36, mt or 'gpt_oss').how == how
 
 
 def test_trtllm_serving_layers_reach_resid_n():
@@ -322,3 +325,70 @@ def test_named_releases():
     assert resolve_wiring(cfg, 32, 'vllm==0.32.0', 'llama').resid_layers == (2, 16, 32)
     assert Engine.parse('vllm-legacy').rules().reads == 'top_level' and Engine.parse('sglang-legacy').rules('deepseek_v3').convention == 'sglang'
     assert Engine.parse('sglang-pr25454').rules().convention == 'sglang-pr25454'
+
+
+# ---- per-model-file rows (engines.MODEL_FILES), each worked out from the setter its row cites ---------------------
+
+V3 = 'nvidia-gpt-oss-120b-eagle3-v3-reconstructed.json'   # boundaries [24, 30, 36], N = 36
+
+
+@pytest.mark.parametrize('engine, fed, states', [
+    ('sglang==0.5.16', (25, 31), 2),        # +1: resid[25, 31, 37], and 37 does not exist
+    ('sglang==0.5.17', (24, 30, 36), 3),    # max(ids) == N: kept as written; boundary 36 is captured before the norm
+    ('sglang', (24, 30, 36), 3),
+    ('vllm', (24, 30, 36), 3),              # vLLM reads ids verbatim and captures idx + 1 after each layer
+])
+def test_gpt_oss_boundaries(engine, fed, states):
+    r = engine_reading(load(V3), 36, engine, 'gpt_oss')
+    assert r.fed == fed and len(r.fed) == states
+    assert (f'the draft gets {states} states' in ' '.join(r.problems)) == (states < 3)
+
+
+def test_gpt_oss_other_ids_still_add_one():
+    # SpecForge's gpt-oss-120B draft [1, 17, 33]: largest id 33 != 36, so gpt_oss.py adds 1 as before
+    assert engine_reading(load('specforge-gpt-oss-120B-eagle3.json'), 36, 'sglang', 'gpt_oss').fed == (2, 18, 34)
+    # the same boundary ids on a llama.py target: +1, as llama.py has always done
+    assert engine_reading(load(V3), 36, 'sglang', 'llama').fed == (25, 31)
+
+
+def test_gemma3_captures_the_feed_forward_output():
+    cfg = load('specforge-gpt-oss-120B-eagle3.json')
+    for mt in ('gemma3_text', 'gemma3'):   # the vision-language wrapper delegates to gemma3_causal.py
+        r = engine_reading(cfg, 36, 'sglang', mt)
+        assert r.fed == (2, 18, 34) and any('without the residual' in p for p in r.problems), r.problems
+    old = engine_reading(cfg, 36, 'sglang==0.5.16', 'gemma3_text')
+    assert not any('without the residual' in p for p in old.problems)   # 0.5.16 still added the residual back
+    assert Engine.parse('sglang').reach(36, 36, 'gemma3_text').how == 'captured'   # num_layers in layers_to_capture
+
+
+def test_vllm_gemma3_serves_no_eagle3():
+    assert Engine.parse('vllm').reach(5, 36, 'gemma3').how == 'unsupported'
+
+
+def test_qwen_moe_files_crash_on_resid_n():
+    # qwen2_moe.py / qwen3_5.py flag self.layers[id + 1]: id N-1 indexes a layer that does not exist
+    for mt in ('qwen3_moe', 'qwen3_5', 'qwen3_5_moe'):
+        assert Engine.parse('sglang').reach(48, 48, mt).how == 'crash'
+    assert Engine.parse('sglang').reach(48, 48, 'qwen3').how == 'dropped'   # qwen3.py: llama.py's loop
+
+
+def test_model_files_cover_public_draft_targets():
+    from eagle3_workbench.engines import model_file, MODEL_FILES
+    for mt in ('llama', 'qwen2', 'qwen3', 'qwen3_moe', 'gpt_oss', 'deepseek_v3', 'kimi_k2', 'kimi_k25', 'glm4_moe', 'gemma3', 'mistral', 'llama4'):
+        assert model_file('sglang', mt) is not None, mt
+    assert all(m.cite and m.file.endswith('.py') for m in MODEL_FILES)
+
+
+def test_registry_and_readings_import_without_torch():
+    # the engine registry, the conventions and the wiring answer from data alone: a fresh interpreter stays torch-free
+    import subprocess, sys
+    code = "import sys, eagle3_workbench.wiring, eagle3_workbench.engines; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == 'False', out.stderr[-500:]
+
+
+def test_readme_shows_the_architecture_rows():
+    # the README's table is the registry's, rendered: a new model-file row shows there once it is re-rendered
+    from eagle3_workbench.wiring import architecture_table
+    readme = (Path(__file__).parent.parent / 'README.md').read_text()
+    assert architecture_table() in readme, "README's architecture table differs from wiring.architecture_table(): paste it again"
