@@ -1,5 +1,5 @@
 "Shared builders: tiny random-init targets and drafts written as real Hugging Face directories."
-import json, os
+import json, math, os
 from pathlib import Path
 # The models here are tiny: one thread per process is several times faster than two fighting over 2 cores
 # (measured: a 32-token speculative run took 4.4 s with 1 thread, 28.9 s with 2 while another process ran).
@@ -44,6 +44,17 @@ def pytest_collection_modifyitems(config, items):
     "Longest files first, each file's tests in their own order (a stable sort)."
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda it: rank.get(it.path.name, len(rank)))
+
+def reorder_tol(want, k:int, depth:int=1)->float:
+    """How far a recomputation of `want` may be from it when only the blocking of its matmuls differs (another batching,
+    chunking, padding, rank or engine, and so another BLAS kernel): a length-`k` dot product summed in another order
+    moves by about sqrt(k) roundings, so 8 eps(dtype) sqrt(k) at the scale of the largest entry, for each of the `depth`
+    matmuls chained on the way. Depth 0 (no matmul on the way, an embedding lookup) is exact."""
+    return 8 * depth * torch.finfo(want.dtype).eps * math.sqrt(k) * float(want.abs().max())
+
+def assert_close_reordered(got, want, k:int, depth:int=1, msg=None):
+    "`got` equals `want` within `reorder_tol(want, k, depth)`: bitwise only at depth 0."
+    torch.testing.assert_close(got, want, rtol=0, atol=reorder_tol(want, k, depth), msg=msg)
 
 def tiny_target_config(arch, vocab=96):
     "A few-layer random-init config of each architecture the loader must support."
