@@ -21,6 +21,15 @@ def pytest_configure(config):
         d = tempfile.mkdtemp(prefix='e3w-passes-')
         os.environ['EAGLE3_RECORDING_CACHE'] = d   # search.CACHE_ENV; subprocesses inherit it
         atexit.register(shutil.rmtree, d, True)
+    fetch_sglang_source()
+
+def fetch_sglang_source():
+    "SGLang's three debugging files for tests/test_sglang_source.py: the pinned wheel's, downloaded once into .ci/cache when no other source is given."
+    import sglang_source as s
+    src, why = s.sglang_source(), ''
+    if src is None: src, why = s.fetch_pinned()
+    if src is None: os.environ[s.UNAVAILABLE_ENV] = why          # xdist's workers, started later, inherit it and skip saying why
+    else: os.environ.setdefault('EAGLE3_SGLANG_SRC', str(src))   # also for the benchmarks the suite runs as subprocesses
 
 # The environment of a command a test runs as a user would: one thread, no model hub.
 CLI_ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
