@@ -1,5 +1,5 @@
 "Shared builders: tiny random-init targets and drafts written as real Hugging Face directories."
-import json, os
+import json, math, os
 from pathlib import Path
 # The models here are tiny: one thread per process is several times faster than two fighting over 2 cores
 # (measured: a 32-token speculative run took 4.4 s with 1 thread, 28.9 s with 2 while another process ran).
@@ -21,6 +21,15 @@ def pytest_configure(config):
         d = tempfile.mkdtemp(prefix='e3w-passes-')
         os.environ['EAGLE3_RECORDING_CACHE'] = d   # search.CACHE_ENV; subprocesses inherit it
         atexit.register(shutil.rmtree, d, True)
+    fetch_sglang_source()
+
+def fetch_sglang_source():
+    "SGLang's three debugging files for tests/test_sglang_source.py: the pinned wheel's, downloaded once into .ci/cache when no other source is given."
+    import sglang_source as s
+    src, why = s.sglang_source(), ''
+    if src is None: src, why = s.fetch_pinned()
+    if src is None: os.environ[s.UNAVAILABLE_ENV] = why          # xdist's workers, started later, inherit it and skip saying why
+    else: os.environ.setdefault('EAGLE3_SGLANG_SRC', str(src))   # also for the benchmarks the suite runs as subprocesses
 
 # The environment of a command a test runs as a user would: one thread, no model hub.
 CLI_ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
@@ -44,6 +53,17 @@ def pytest_collection_modifyitems(config, items):
     "Longest files first, each file's tests in their own order (a stable sort)."
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda it: rank.get(it.path.name, len(rank)))
+
+def reorder_tol(want, k:int, depth:int=1)->float:
+    """How far a recomputation of `want` may be from it when only the blocking of its matmuls differs (another batching,
+    chunking, padding, rank or engine, and so another BLAS kernel): a length-`k` dot product summed in another order
+    moves by about sqrt(k) roundings, so 8 eps(dtype) sqrt(k) at the scale of the largest entry, for each of the `depth`
+    matmuls chained on the way. Depth 0 (no matmul on the way, an embedding lookup) is exact."""
+    return 8 * depth * torch.finfo(want.dtype).eps * math.sqrt(k) * float(want.abs().max())
+
+def assert_close_reordered(got, want, k:int, depth:int=1, msg=None):
+    "`got` equals `want` within `reorder_tol(want, k, depth)`: bitwise only at depth 0."
+    torch.testing.assert_close(got, want, rtol=0, atol=reorder_tol(want, k, depth), msg=msg)
 
 # Architectures with public EAGLE-3 drafts, each as transformers' own config class builds it, a few layers wide enough to
 # run in milliseconds. Windows and attention chunks are short (8) so that a prompt and its continuation outgrow them.

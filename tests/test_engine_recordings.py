@@ -246,11 +246,11 @@ def test_gap_inside_a_request(tmp_path):
 
 # ------------------------------------------------------------------------------------------------------------------
 # with an engine at hand
-from sglang_source import sglang_source, sglang_debug_tools, ForwardBatch
+from sglang_source import sglang_source, missing_reason, sglang_debug_tools, ForwardBatch
 from test_sglang import SglTarget
 SRC = sglang_source()
 
-@pytest.mark.skipif(SRC is None, reason="SGLang's source is not here: set EAGLE3_SGLANG_SRC to an sglang package folder (.ci/run extracts hook_manager.py)")
+@pytest.mark.skipif(SRC is None, reason=missing_reason())   # tests/conftest.py fetches the pinned wheel's files
 def test_record_mode_under_sglangs_own_registration(tmp_path):
     "SGLang's hook_manager.register_forward_hooks with the record spec: the raw pass holds the unfused residual stream."
     from eagle3_workbench.sglang.hook import record_hooks_json

@@ -6,12 +6,11 @@ import pytest, torch
 from eagle3_workbench.records import fingerprint, load_tensor
 from eagle3_workbench.sglang.hook import forward_hooks_json
 from eagle3_workbench.sglang.readers import read_hook_folder, read_debug_tensor_dump, read_dumper
-from sglang_source import sglang_source, sglang_debug_tools, ForwardBatch
+from sglang_source import sglang_source, missing_reason, sglang_debug_tools, ForwardBatch
 from test_sglang import SglTarget, LlamaForCausalLMEagle3
 
 SRC = sglang_source()
-pytestmark = pytest.mark.skipif(SRC is None, reason="SGLang's source is not here: set EAGLE3_SGLANG_SRC to an sglang package "
-                                "folder or install sglang (.ci/run extracts the three files of a pinned wheel)")
+pytestmark = pytest.mark.skipif(SRC is None, reason=missing_reason())   # tests/conftest.py fetches the pinned wheel's files
 
 @pytest.fixture(scope='module')
 def sgl():
