@@ -9,7 +9,8 @@ from conftest import planted, error_codes
 from eagle3_workbench.loading import load_pair
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.draft import ModelLoadError
-from eagle3_workbench.doctor import diagnose, unusable_diagnosis
+from eagle3_workbench.doctor import diagnose
+from eagle3_workbench.diagnosis import unusable_diagnosis
 from eagle3_workbench.variants import computing
 from eagle3_workbench.cli import main, EXIT_CHECK_FAILED
 
