@@ -5,7 +5,7 @@ planted config fault read from a recording; docs/reference.md §7 lists them all
 import contextlib, io, json
 from dataclasses import replace
 import pytest, torch
-from conftest import planted, error_codes
+from eagle3_workbench.testing import planted, error_codes
 from eagle3_workbench.loading import load_pair
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.draft import ModelLoadError
