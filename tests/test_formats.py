@@ -2,9 +2,9 @@
 
 Every expectation is read in the trainer's own code (cited per test) and written out here, so no trainer package is
 needed; `test_speculators_itself_*` additionally run speculators 0.9.0 when it is importable (a throwaway venv:
-`python -m venv --system-site-packages /tmp/specvenv && /tmp/specvenv/bin/pip install speculators==0.9.0 hs-connectors==0.9.0
---no-deps && /tmp/specvenv/bin/pip install 'transformers==5.19.0' loguru openai 'datasets<=5.1.0'`, then
-`PYTHONPATH=. /tmp/specvenv/bin/python -m pytest tests/test_formats.py -k itself`)."""
+`python -m venv --system-site-packages ../specvenv && ../specvenv/bin/pip install speculators==0.9.0 hs-connectors==0.9.0
+--no-deps && ../specvenv/bin/pip install 'transformers==5.19.0' loguru openai 'datasets<=5.1.0'`, then
+`PYTHONPATH=. ../specvenv/bin/python -m pytest tests/test_formats.py -k itself`)."""
 import gzip, json, math
 import pytest, torch
 import torch.nn.functional as F

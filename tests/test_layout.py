@@ -89,3 +89,66 @@ def test_readme_lists_the_chapters_in_order():
     named = [m for m in re.findall(r'`(\d\d[a-z]?_[a-z0-9_]+|index)`', layout)]
     stems = [p.stem for p in sorted((ROOT/'nbs').glob('[0-9]*.ipynb'))] + ['index']
     assert named == stems, f"README layout lists {named}, the notebooks are {stems}"
+
+def tracked_text()->dict:
+    "path -> text of every file git tracks that reads as UTF-8 text (weights, shards and images are skipped)."
+    import subprocess
+    names = subprocess.run(['git', 'ls-files', '-z'], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split('\0')
+    out = {}
+    for n in filter(None, names):
+        try: b = (ROOT/n).read_bytes()
+        except (FileNotFoundError, IsADirectoryError): continue   # deleted in the work tree, or a submodule
+        if b'\0' in b[:8192]: continue
+        try: out[n] = b.decode('utf-8')
+        except UnicodeDecodeError: continue
+    return out
+
+def machine_paths()->list:
+    """(what, pattern) for an absolute path of the machine that made a file: the folder holding this checkout and those
+    above it, a home folder, and a temporary folder a run made (tempfile's or pytest's random names,
+    `store_outputs.TEMP_FOLDER`). A path is one that starts a word, so URLs (`https://host/home/...`) and fixed example
+    folders (`/usr/bin/chromium`, `{'folder': '/tmp/x'}`) are no match."""
+    import sys
+    sys.path.insert(0, str(ROOT/'scripts'))
+    from store_outputs import TEMP_FOLDER
+    start, end = r'(?<![\w.:/~-])', r'(?=/|[\s"\'`:),\]]|$)'
+    here = [str(p) for p in (ROOT, *ROOT.parents) if str(p) != '/']
+    homes = [str(Path.home())] if str(Path.home()) != '/' else []
+    return [('the checkout or a folder above it', re.compile(start + '(?:' + '|'.join(map(re.escape, here)) + ')' + end)),
+            ('a home folder', re.compile(start + '(?:' + '|'.join([*map(re.escape, homes), r'/root', r'/home/[^/\s]+', r'/Users/[^/\s]+']) + ')' + end)),
+            ('a temporary folder a run made', TEMP_FOLDER)]
+
+SESSION_WORDS = re.compile(r'\b(?:(?:this|that|last|previous|next|earlier|later) (?:work )?session|sessions? \d+|work sessions?)\b', re.I)
+
+# Chapters whose stored outputs still show a run's temporary folders, to be re-stored (scripts/store_outputs.py writes
+# them as $TMPDIR now) by the engineers editing them: 02b_capture (a Record's location), 02i_recording (a Recording's
+# and a Pair's folder).
+STORED_TEMP_PATHS_PENDING = {'nbs/02b_capture.ipynb', 'nbs/02i_recording.ipynb'}
+
+def test_no_machine_paths_or_session_words():
+    "No tracked text file holds an absolute path of the machine that made it, or words about the work sessions that made it."
+    pats, found = machine_paths(), []
+    for name, text in tracked_text().items():
+        if name == 'tests/test_layout.py': continue   # this file spells the patterns and their examples
+        for what, p in pats:
+            if what == 'a temporary folder a run made' and name in STORED_TEMP_PATHS_PENDING: continue
+            found += [f"{name}: {what}: {m[0]!r}" for m in p.finditer(text)][:3]
+        found += [f"{name}: words about a work session: {m[0]!r}" for m in SESSION_WORDS.finditer(text)][:3]
+    assert not found, '\n'.join(found)
+
+def test_machine_paths_are_found():
+    "The patterns find what they are for, and leave URLs and fixed example folders alone."
+    import tempfile
+    pats = machine_paths()
+    hit = lambda s: [what for what, p in pats if p.search(s)]
+    made = tempfile.mkdtemp(prefix='eagle3-workbench-')
+    try:
+        for s in (f"see {ROOT}/README.md", f"python {ROOT.parent}/envs/venv/bin/python", f"{Path.home()}/.cache/x", '`/home/alice/x`',
+                  f"Recording({made}/rec: llama", f"{tempfile.gettempdir()}/tmpab12cd_9/rec"):
+            assert hit(s), s
+    finally: Path(made).rmdir()
+    for s in ('https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/models/llama.py', '/usr/bin/chromium',
+              "factory({'folder': '/tmp/x'})", 'e.g. {"folder": "/tmp/eagle3-probe"}', 'tests/fixtures/recordings/README.md',
+              'eagle3_workbench/zoo_data/tiny-llama', 'a Session is re-extended'):
+        assert not hit(s) and not SESSION_WORDS.search(s), s
+    assert SESSION_WORDS.search('## Added in session 7') and SESSION_WORDS.search('measured in this session')
