@@ -152,3 +152,34 @@ def test_machine_paths_are_found():
               'eagle3_workbench/zoo_data/tiny-llama', 'a Session is re-extended'):
         assert not hit(s) and not SESSION_WORDS.search(s), s
     assert SESSION_WORDS.search('## Added in session 7') and SESSION_WORDS.search('measured in this session')
+
+EXPORT_CELL = re.compile(r'^\s*#\|\s*export[si]?\s*$', re.M)
+
+def bare_exports(cells:list)->list:
+    "Ids of the export cells with no example or test under them: the next code cell is another export cell, or none follows."
+    code = [c for c in cells if c['cell_type'] == 'code']
+    is_export = [bool(EXPORT_CELL.search(''.join(c['source']))) for c in code]
+    return [c.get('id') for i, c in enumerate(code) if is_export[i] and (i + 1 == len(code) or is_export[i + 1])]
+
+# Bare export cells allowed for now, per chapter; the number may only fall. Chapters being reshaped in other work, whose
+# examples come with it: 00_conventions, 00a_engines, 00b_wiring, 01b_variants, 01c_loading, 01f_zoo, 02b_capture,
+# 02f_sglang_compare, 02i_recording, 03_engine, 04_search, 04c_observed.
+BARE_PENDING = {'00_conventions': 1, '00a_engines': 8, '00b_wiring': 2, '01b_variants': 2, '01c_loading': 5, '01f_zoo': 15,
+                '02b_capture': 5, '02f_sglang_compare': 5, '02i_recording': 4, '03_engine': 5, '04_search': 5, '04c_observed': 9,
+                # not reached yet (helpers whose examples need data built further down the chapter, or an engine's worker)
+                '02_records': 1, '02c_sglang_hook': 3, '02d_sglang_readers': 4, '02j_vllm_recorder': 1, '02k_engine_recording': 5,
+                '04e_doctor': 1, '05_figures': 10, '05a_result_figures': 6}
+
+@pytest.mark.parametrize('nb', sorted((ROOT/'nbs').glob('[0-9]*.ipynb')), ids=lambda p: p.stem)
+def test_every_export_cell_has_an_example_under_it(nb):
+    "An example or a test right under each definition (the code cell after an export cell is not another export cell)."
+    bare, allowed = bare_exports(json.loads(nb.read_text())['cells']), BARE_PENDING.get(nb.stem, 0)
+    assert len(bare) <= allowed, f"{nb.name}: {len(bare)} export cells with no example or test under them (allowed {allowed}): cell ids {bare}"
+
+def test_bare_exports_are_found():
+    "The checker on a made-up chapter: a definition followed by another, and one at the end, are bare; one with a test under it, or with prose and then a test, is not."
+    md = lambda: dict(cell_type='markdown', source=['prose'])
+    code = lambda i, s: dict(cell_type='code', id=i, source=[s])
+    cells = [code('a', '#| export\ndef f(): pass'), code('b', '#|export\ndef g(): pass'), code('t', 'assert g() is None'),
+             code('c', '#| export\nx = 1'), md(), code('u', 'x'), code('d', '#| hide\n#| export\ny = 2'), md()]
+    assert bare_exports(cells) == ['a', 'd']
