@@ -19,6 +19,6 @@ def run(quick:bool=False)->dict:
     for k in ('--help', 'run --help', 'report --help'):
         m = med(t[k])
         rows.append(row(f"eagle3-workbench {k}", m, 's', spread(t[k]), '< 1 s', m < 1,
-                        f"{m / base:.1f}x python -c pass; the console script {'`' + exe + '`' if exe else 'via python -m'}"))
+                        f"{m / base:.1f}x python -c pass; {'the installed console script' if exe else 'via python -m'}"))
     return dict(title=TITLE, question=QUESTION, rows=rows,
                 setup=f"each command in a fresh process, {2 if tiny() else 5 if quick else 15} interleaved repeats; idle or not, as the host is")

@@ -200,7 +200,7 @@ def _diagnose(a)->int:
     try: pair = _load(a)
     except ModelLoadError as e:   # a fault of the draft's own checkpoint: a diagnosis (unusable), not a bad-input error
         if e.code is None: raise
-        from eagle3_workbench.doctor import unusable_diagnosis
+        from eagle3_workbench.diagnosis import unusable_diagnosis
         d = unusable_diagnosis(e, a.engine)
         print(json.dumps(d.to_json()) if a.json else d)
         return EXIT_CHECK_FAILED

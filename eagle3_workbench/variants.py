@@ -29,7 +29,7 @@ def as_draft_config(draft_config, # a `DraftConfig`, or a config.json dict
                     trainer:str|None=None, # who trained it (one of `TRAINERS`); a DraftConfig carries its own
                     source='config.json', # named in parse errors
                    )->DraftConfig:
-    "The draft's config as its trainer meant it: a `DraftConfig` as is, or a config.json parsed as `loading.read_draft_config` does."
+    "The draft's config as its trainer meant it: a `DraftConfig` as is, or a config.json parsed as `loading.read_draft(path).config` does."
     if isinstance(draft_config, DraftConfig):
         if trainer not in (None, draft_config.trainer):
             raise ValueError(f"trainer {trainer!r}: this DraftConfig was parsed for trainer {draft_config.trainer!r}")

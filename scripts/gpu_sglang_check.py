@@ -21,7 +21,7 @@ Three pairs are checked, each through both doors (and the zoo's through a record
 
 For each pair:
 
-1. `live`: in a fresh subprocess, `eagle3_workbench.sglang.live_runner` builds a tensor-parallel-1 SGLang `ModelRunner`
+1. `live`: in a fresh subprocess, `eagle3_workbench.sglang.launch.live_runner` builds a tensor-parallel-1 SGLang `ModelRunner`
    for the target (CUDA graphs off), hooks every resid[k] (each layer's input norm, the final norm) with the
    `--forward-hooks` factory, runs one prefill and two decode passes, and prints what the hooks recorded
    (`read_hook_folder` report, `presence_by_phase`). The

@@ -9,14 +9,14 @@ The test needs none of the packages below; only this script does.
 
 Run it in the reference venv, never in the project env (from the repository root):
 
-    TORCHDYNAMO_DISABLE=1 OMP_NUM_THREADS=1 /tmp/refvenv/bin/python scripts/make_goldens.py [--only ROW ...]
+    TORCHDYNAMO_DISABLE=1 OMP_NUM_THREADS=1 ../refvenv/bin/python scripts/make_goldens.py [--only ROW ...]
 
-Reference venv (recorded 2026-12-01 on the CPU-only project machine, python 3.11, torch 2.13.0+cpu from the system):
+Reference venv, beside the checkout (recorded 2026-12-01 on the CPU-only project machine, python 3.11, torch 2.13.0+cpu from the system):
 
-    python -m venv --system-site-packages /tmp/refvenv
-    /tmp/refvenv/bin/pip install --no-deps speculators==0.9.0 specforge==0.2.0
-    /tmp/refvenv/bin/pip install "transformers==5.19.0" loguru psutil "openai>=2.0.0" "datasets>=4.0.0,<=5.1.0"
-    /tmp/refvenv/bin/pip install --no-deps hs-connectors==0.9.0
+    python -m venv --system-site-packages ../refvenv
+    ../refvenv/bin/pip install --no-deps speculators==0.9.0 specforge==0.2.0
+    ../refvenv/bin/pip install "transformers==5.19.0" loguru psutil "openai>=2.0.0" "datasets>=4.0.0,<=5.1.0"
+    ../refvenv/bin/pip install --no-deps hs-connectors==0.9.0
 
 `--no-deps` because specforge 0.2.0 pins torch==2.11.0 (a CUDA build), sglang==0.5.14, yunchang, wandb, ...;
 speculators 0.9.0 pulls torchvision/torchaudio and mooncake. None of those is imported by the modules used here.

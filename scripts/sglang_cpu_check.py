@@ -19,12 +19,12 @@ Not in the test suite: it needs SGLang, which pins its own torch and pulls CUDA 
 this repository's environment (torch 2.13 CPU), make a virtual environment that reuses it and add SGLang without its
 dependencies, then the pure-Python packages its import chain needs:
 
-    python -m venv --system-site-packages /tmp/sglvenv
-    /tmp/sglvenv/bin/pip install --no-deps sglang==0.5.23 aiohappyeyeballs aiohttp aiosignal apache-tvm-ffi \\
+    python -m venv --system-site-packages ../sglvenv
+    ../sglvenv/bin/pip install --no-deps sglang==0.5.23 aiohappyeyeballs aiohttp aiosignal apache-tvm-ffi \\
         compressed-tensors dill einops fastapi frozenlist gguf loguru msgspec multidict openai partial-json-parser \\
         propcache psutil pybase64 python-multipart sentencepiece setproctitle soundfile starlette triton uvicorn \\
         uvloop xgrammar yarl
-    /tmp/sglvenv/bin/python scripts/sglang_cpu_check.py
+    ../sglvenv/bin/python scripts/sglang_cpu_check.py
 
 SGLang imports some GPU-only packages at module level (sgl_kernel, flashinfer, deep_gemm, ...) and torchvision (for
 multimodal configs). Those cannot be installed next to a CPU torch, so this script puts import-only stand-ins in their
@@ -33,7 +33,7 @@ are never part of the computation on the CPU path: if one were, the hooks' tenso
 the check would fail. `zoo:tiny-dsv3` is not checked here: SGLang's CPU
 rotary embedding for DeepSeek requires a `rope_scaling` config, which the zoo model does not have.
 
-    /tmp/sglvenv/bin/python scripts/sglang_cpu_check.py [--skip live|server] [--port 30123]
+    ../sglvenv/bin/python scripts/sglang_cpu_check.py [--skip live|server] [--port 30123]
 
 Exit status: 0 when every point is close in every step, 1 when not, 2 when SGLang cannot be imported.
 """

@@ -15,7 +15,7 @@ saves capture time), `--chunked-prefill-size` when asked (the recording is stitc
 (`--device cpu`, SGLang's CPU backend) the server needs the import-only stand-ins of scripts/sglang_cpu_check.py (its
 docstring sets the environment up): they are put in the server's processes through a sitecustomize.
 
-    python scripts/sglang_record.py --sglang-python /tmp/sglvenv/bin/python --device cpu --target zoo:tiny-llama \\
+    python scripts/sglang_record.py --sglang-python ../sglvenv/bin/python --device cpu --target zoo:tiny-llama \\
         --out DIR [--n-prompts 8] [--prompt-tokens 16] [--max-new-tokens 31] [--logits-draft zoo:tiny-llama-eagle3] \\
         [--store-dtype bfloat16] [--chunked-prefill-size 32] [--raw DIR] [--compare] [--doctor-draft zoo:tiny-llama-eagle3]
 

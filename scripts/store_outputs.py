@@ -8,15 +8,25 @@ figures (each embeds megabytes of data; their plain-text line stays), widget sta
 below. Sources are untouched: only `outputs` and `execution_count` change, so `nbdev_export` writes the same modules.
 """
 from __future__ import annotations
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys, tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT_LIMIT, HTML_LIMIT, PNG_LIMIT = 6_000, 30_000, 90_000   # characters kept per output
 KEEP = ('text/plain', 'text/markdown', 'text/html', 'image/png')
 
+# A folder that tempfile (a prefix, then 8 random characters) or pytest made under the temporary directory, and the made
+# folders inside it: this run's names, meaningless to a reader and private to the machine. Stored outputs say `$TMPDIR`
+# instead (tests/test_layout.py checks that no tracked file keeps one).
+TEMP_FOLDER = re.compile(r'(?<![\w.:/~-])(?:' + '|'.join(map(re.escape, sorted({tempfile.gettempdir(), '/tmp'}))) +
+                         r')/(?:(?:pytest-of-[^/\s]+|[\w.-]*?(?:tmp|-)[a-z0-9_]{8})(?:/|(?=[\s"\'`:),\]]|$)))+')
+
+def neutral_paths(text:str)->str:
+    "`text` with each temporary folder a run made written as `$TMPDIR`."
+    return TEMP_FOLDER.sub(lambda m: '$TMPDIR/' if m[0].endswith('/') else '$TMPDIR', text)
+
 def _trim(text, limit):
-    text = ''.join(text) if isinstance(text, list) else text
+    text = neutral_paths(''.join(text) if isinstance(text, list) else text)
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters not stored]\n"
 
 def keep_output(o:dict)->dict|None:
@@ -30,6 +40,7 @@ def keep_output(o:dict)->dict|None:
         if v is None: continue
         v = ''.join(v) if isinstance(v, list) else v
         if mime == 'text/html' and (len(v) > HTML_LIMIT or '<script' in v): continue
+        if mime == 'text/html': v = neutral_paths(v)
         if mime == 'image/png' and len(v) > PNG_LIMIT: continue
         data[mime] = _trim(v, TEXT_LIMIT) if mime in ('text/plain', 'text/markdown') else v
     if not data: return None

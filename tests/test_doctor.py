@@ -3,7 +3,7 @@ recommended, with and without the training dump, on each zoo draft; correctly wi
 200 random prompt subsets; too little evidence is inconclusive. Expectations come from the planted fault only."""
 import pytest, torch
 from pathlib import Path
-from conftest import planted, error_codes, aux_ids
+from eagle3_workbench.testing import planted, error_codes, aux_ids
 from eagle3_workbench.loading import load_pair, resolve_path
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.wiring import resolve_wiring

@@ -1,7 +1,7 @@
 """The speculative engine over many pairs and settings: lossless on every one, sampling that keeps the target's distribution
 (the phases, masks, metrics and bad inputs are tested in the engine chapter)."""
 import pytest, torch
-from conftest import tiny_pair, random_prompts
+from eagle3_workbench.testing import tiny_pair, random_prompts
 from eagle3_workbench.loading import load_pair
 from eagle3_workbench.engine import Session, greedy_reference, run_prompts
 from eagle3_workbench.prompts import read_prompts

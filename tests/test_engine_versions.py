@@ -9,7 +9,7 @@ import pytest
 from eagle3_workbench.conventions import TRAINERS
 from eagle3_workbench.engines import ENGINE_FACTS, ENGINE_NAMES, VARIANT_KEYS, VARIANT_SUPPORT, BORROWED, Engine, release_table
 from eagle3_workbench.wiring import engine_reading, resolve_wiring
-from conftest import modelopt_eagle_config, speculators_example_config, tiny_draft_config
+from eagle3_workbench.testing import modelopt_eagle_config, speculators_example_config, tiny_draft_config
 from eagle3_workbench.variants import variant_problems
 
 FIXTURES = Path(__file__).parent / 'fixtures' / 'draft-configs'

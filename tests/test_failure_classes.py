@@ -5,11 +5,12 @@ planted config fault read from a recording; docs/reference.md §7 lists them all
 import contextlib, io, json
 from dataclasses import replace
 import pytest, torch
-from conftest import planted, error_codes
+from eagle3_workbench.testing import planted, error_codes
 from eagle3_workbench.loading import load_pair
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.draft import ModelLoadError
-from eagle3_workbench.doctor import diagnose, unusable_diagnosis
+from eagle3_workbench.doctor import diagnose
+from eagle3_workbench.diagnosis import unusable_diagnosis
 from eagle3_workbench.variants import computing
 from eagle3_workbench.cli import main, EXIT_CHECK_FAILED
 

@@ -5,7 +5,7 @@ import matplotlib
 matplotlib.use('Agg')
 import numpy as np
 import pytest, torch
-from conftest import save_tiny_target, tiny_draft_config, random_draft
+from eagle3_workbench.testing import save_tiny_target, tiny_draft_config, random_draft
 from eagle3_workbench.records import Record, tensor_stats
 from eagle3_workbench.capture import Capture
 from eagle3_workbench.engine import ExtendResult, DraftResult, VerifyResult, StepResult, Session, summarize

@@ -2,14 +2,14 @@
 
 Every expectation is read in the trainer's own code (cited per test) and written out here, so no trainer package is
 needed; `test_speculators_itself_*` additionally run speculators 0.9.0 when it is importable (a throwaway venv:
-`python -m venv --system-site-packages /tmp/specvenv && /tmp/specvenv/bin/pip install speculators==0.9.0 hs-connectors==0.9.0
---no-deps && /tmp/specvenv/bin/pip install 'transformers==5.19.0' loguru openai 'datasets<=5.1.0'`, then
-`PYTHONPATH=. /tmp/specvenv/bin/python -m pytest tests/test_formats.py -k itself`)."""
+`python -m venv --system-site-packages ../specvenv && ../specvenv/bin/pip install speculators==0.9.0 hs-connectors==0.9.0
+--no-deps && ../specvenv/bin/pip install 'transformers==5.19.0' loguru openai 'datasets<=5.1.0'`, then
+`PYTHONPATH=. ../specvenv/bin/python -m pytest tests/test_formats.py -k itself`)."""
 import gzip, json, math
 import pytest, torch
 import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
-from conftest import save_tiny_target, tiny_draft_config, random_draft
+from eagle3_workbench.testing import save_tiny_target, tiny_draft_config, random_draft
 from eagle3_workbench.draft import DraftConfig, Eagle3Draft, ModelLoadError
 from eagle3_workbench.loading import load_target, load_draft, save_draft, target_parts
 from eagle3_workbench.formats import detect_provenance, flatten_config, dequantize

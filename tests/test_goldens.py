@@ -12,7 +12,7 @@ Two comparisons per row, relative error max|a - b| / max|b| <= 1e-5 on every ste
   and the rope positions it applied, both recorded from inside its run) fed through the draft's public methods
   `project` / `layer` / `compute_logits` with the mask both references use (step-0 keys causal, the keys written
   at step j >= 1 visible on the diagonal only). This isolates the draft math and the loader from conventions.
-- `test_ttt_forward`: the workbench's engine path, `engine.ttt_forward(draft, features, input_ids, 3)`, on the raw
+- `test_ttt_forward`: the workbench's engine path, `teacher.ttt_forward(draft, features, input_ids, 3)`, on the raw
   window. Its convention (ids shifted left by 1+k, pad 0; positions t+k) is SpecForge's exactly. speculators
   first drops the last position (`shift_batch`: features[:-1], ids[1:]) and starts rope positions at 1: the
   golden then covers T-1 positions, compared with `ttt_forward`'s first T-1. Causal attention makes those

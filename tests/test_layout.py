@@ -89,3 +89,97 @@ def test_readme_lists_the_chapters_in_order():
     named = [m for m in re.findall(r'`(\d\d[a-z]?_[a-z0-9_]+|index)`', layout)]
     stems = [p.stem for p in sorted((ROOT/'nbs').glob('[0-9]*.ipynb'))] + ['index']
     assert named == stems, f"README layout lists {named}, the notebooks are {stems}"
+
+def tracked_text()->dict:
+    "path -> text of every file git tracks that reads as UTF-8 text (weights, shards and images are skipped)."
+    import subprocess
+    names = subprocess.run(['git', 'ls-files', '-z'], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split('\0')
+    out = {}
+    for n in filter(None, names):
+        try: b = (ROOT/n).read_bytes()
+        except (FileNotFoundError, IsADirectoryError): continue   # deleted in the work tree, or a submodule
+        if b'\0' in b[:8192]: continue
+        try: out[n] = b.decode('utf-8')
+        except UnicodeDecodeError: continue
+    return out
+
+def machine_paths()->list:
+    """(what, pattern) for an absolute path of the machine that made a file: the folder holding this checkout and those
+    above it, a home folder, and a temporary folder a run made (tempfile's or pytest's random names,
+    `store_outputs.TEMP_FOLDER`). A path is one that starts a word, so URLs (`https://host/home/...`) and fixed example
+    folders (`/usr/bin/chromium`, `{'folder': '/tmp/x'}`) are no match."""
+    import sys
+    sys.path.insert(0, str(ROOT/'scripts'))
+    from store_outputs import TEMP_FOLDER
+    start, end = r'(?<![\w.:/~-])', r'(?=/|[\s"\'`:),\]]|$)'
+    here = [str(p) for p in (ROOT, *ROOT.parents) if str(p) != '/']
+    homes = [str(Path.home())] if str(Path.home()) != '/' else []
+    return [('the checkout or a folder above it', re.compile(start + '(?:' + '|'.join(map(re.escape, here)) + ')' + end)),
+            ('a home folder', re.compile(start + '(?:' + '|'.join([*map(re.escape, homes), r'/root', r'/home/[^/\s]+', r'/Users/[^/\s]+']) + ')' + end)),
+            ('a temporary folder a run made', TEMP_FOLDER)]
+
+SESSION_WORDS = re.compile(r'\b(?:(?:this|that|last|previous|next|earlier|later) (?:work )?session|sessions? \d+|work sessions?)\b', re.I)
+
+# Chapters whose stored outputs still show a run's temporary folders, to be re-stored (scripts/store_outputs.py writes
+# them as $TMPDIR now) by the engineers editing them: 02b_capture (a Record's location), 02i_recording (a Recording's
+# and a Pair's folder).
+STORED_TEMP_PATHS_PENDING = {'nbs/02b_capture.ipynb', 'nbs/02i_recording.ipynb'}
+
+def test_no_machine_paths_or_session_words():
+    "No tracked text file holds an absolute path of the machine that made it, or words about the work sessions that made it."
+    pats, found = machine_paths(), []
+    for name, text in tracked_text().items():
+        if name == 'tests/test_layout.py': continue   # this file spells the patterns and their examples
+        for what, p in pats:
+            if what == 'a temporary folder a run made' and name in STORED_TEMP_PATHS_PENDING: continue
+            found += [f"{name}: {what}: {m[0]!r}" for m in p.finditer(text)][:3]
+        found += [f"{name}: words about a work session: {m[0]!r}" for m in SESSION_WORDS.finditer(text)][:3]
+    assert not found, '\n'.join(found)
+
+def test_machine_paths_are_found():
+    "The patterns find what they are for, and leave URLs and fixed example folders alone."
+    import tempfile
+    pats = machine_paths()
+    hit = lambda s: [what for what, p in pats if p.search(s)]
+    made = tempfile.mkdtemp(prefix='eagle3-workbench-')
+    try:
+        for s in (f"see {ROOT}/README.md", f"python {ROOT.parent}/envs/venv/bin/python", f"{Path.home()}/.cache/x", '`/home/alice/x`',
+                  f"Recording({made}/rec: llama", f"{tempfile.gettempdir()}/tmpab12cd_9/rec"):
+            assert hit(s), s
+    finally: Path(made).rmdir()
+    for s in ('https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/models/llama.py', '/usr/bin/chromium',
+              "factory({'folder': '/tmp/x'})", 'e.g. {"folder": "/tmp/eagle3-probe"}', 'tests/fixtures/recordings/README.md',
+              'eagle3_workbench/zoo_data/tiny-llama', 'a Session is re-extended'):
+        assert not hit(s) and not SESSION_WORDS.search(s), s
+    assert SESSION_WORDS.search('## Added in session 7') and SESSION_WORDS.search('measured in this session')
+
+EXPORT_CELL = re.compile(r'^\s*#\|\s*export[si]?\s*$', re.M)
+
+def bare_exports(cells:list)->list:
+    "Ids of the export cells with no example or test under them: the next code cell is another export cell, or none follows."
+    code = [c for c in cells if c['cell_type'] == 'code']
+    is_export = [bool(EXPORT_CELL.search(''.join(c['source']))) for c in code]
+    return [c.get('id') for i, c in enumerate(code) if is_export[i] and (i + 1 == len(code) or is_export[i + 1])]
+
+# Bare export cells allowed for now, per chapter; the number may only fall. Chapters being reshaped in other work, whose
+# examples come with it: 00_conventions, 00a_engines, 00b_wiring, 01b_variants, 01c_loading, 01f_zoo, 02b_capture,
+# 02f_sglang_compare, 02i_recording, 03_engine, 04_search, 04c_observed.
+BARE_PENDING = {'00_conventions': 1, '00a_engines': 8, '00b_wiring': 2, '01b_variants': 2, '01c_loading': 5, '01f_zoo': 15,
+                '02b_capture': 5, '02f_sglang_compare': 5, '02i_recording': 4, '03_engine': 5, '04_search': 5, '04c_observed': 9,
+                # not reached yet (helpers whose examples need data built further down the chapter, or an engine's worker)
+                '02_records': 1, '02c_sglang_hook': 3, '02d_sglang_readers': 2, '02j_vllm_recorder': 1, '02k_engine_recording': 5,
+                '05_figures': 6, '05a_result_figures': 1}
+
+@pytest.mark.parametrize('nb', sorted((ROOT/'nbs').glob('[0-9]*.ipynb')), ids=lambda p: p.stem)
+def test_every_export_cell_has_an_example_under_it(nb):
+    "An example or a test right under each definition (the code cell after an export cell is not another export cell)."
+    bare, allowed = bare_exports(json.loads(nb.read_text())['cells']), BARE_PENDING.get(nb.stem, 0)
+    assert len(bare) <= allowed, f"{nb.name}: {len(bare)} export cells with no example or test under them (allowed {allowed}): cell ids {bare}"
+
+def test_bare_exports_are_found():
+    "The checker on a made-up chapter: a definition followed by another, and one at the end, are bare; one with a test under it, or with prose and then a test, is not."
+    md = lambda: dict(cell_type='markdown', source=['prose'])
+    code = lambda i, s: dict(cell_type='code', id=i, source=[s])
+    cells = [code('a', '#| export\ndef f(): pass'), code('b', '#|export\ndef g(): pass'), code('t', 'assert g() is None'),
+             code('c', '#| export\nx = 1'), md(), code('u', 'x'), code('d', '#| hide\n#| export\ny = 2'), md()]
+    assert bare_exports(cells) == ['a', 'd']

@@ -5,7 +5,7 @@ the command line; bad recordings and requests are one-line errors (exit 2) or na
 import contextlib, io, json, os, re, shutil, subprocess, sys
 from pathlib import Path
 import pytest, torch
-from conftest import planted, aux_ids, save_tiny_target
+from eagle3_workbench.testing import planted, aux_ids, save_tiny_target
 from eagle3_workbench.loading import load_pair, load_target, resolve_path
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.recording import record, recorded_pair, open_recording

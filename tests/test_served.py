@@ -3,7 +3,7 @@ served logits equal a formula written out here of what that release computes (fr
 variants chapter's VARIANT_SUPPORT rows), and releases that honour every key serve the trained draft bitwise."""
 import pytest, torch
 import torch.nn.functional as F
-from conftest import modelopt_eagle_config, speculators_example_config, tiny_draft_config
+from eagle3_workbench.testing import modelopt_eagle_config, speculators_example_config, tiny_draft_config
 from eagle3_workbench.draft import Eagle3Draft
 from eagle3_workbench.variants import as_draft_config, served_config, served_draft, variant_problems
 

@@ -15,7 +15,7 @@ from eagle3_workbench.sglang.log import read_server_log, read_debug_lines
 from eagle3_workbench.sglang.compare import compare_captures, presence_by_phase
 from eagle3_workbench.sglang.launch import launch_command, live_runner
 from eagle3_workbench.wiring import draft_config_edit
-from conftest import save_tiny_target
+from eagle3_workbench.testing import save_tiny_target
 
 N = 6  # layers of conftest's tiny target
 

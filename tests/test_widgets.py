@@ -1,7 +1,7 @@
 "The stepper driven by .click(): the session advances, the view follows and shows the selection, errors show in the UI."
 import html, re
 import pytest, torch
-from conftest import save_tiny_target, tiny_draft_config, random_draft
+from eagle3_workbench.testing import save_tiny_target, tiny_draft_config, random_draft
 from eagle3_workbench.loading import save_draft, load_pair
 from eagle3_workbench.capture import live_hooks
 from eagle3_workbench.points import phase_pair
