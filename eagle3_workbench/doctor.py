@@ -21,8 +21,9 @@ from .dumps import read_dump
 from .recording import Recording
 from .engine import Session, SpecSettings
 from .prompts import check_prompts, read_prompts
-from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, holm_threshold, ALPHA,
-                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, agreement_table, paired_gain,
+from .stats import holm_threshold, paired_gain, ALPHA
+from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, enough_evidence,
+                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, agreement_table,
                                      AgreementTable, screen_prompts)
 from .loading import target_parts
 
@@ -318,7 +319,7 @@ def _not_enough(sw:Sweep|None)->Finding:
 
 def _tie_finding(sw:Sweep, rec:int)->list:
     "WIRINGS_TIED (info) when candidates cannot be told apart from the recommended one on this evidence."
-    ts = tied(sw, rec)
+    ts = sw.tied_with(rec)
     if not ts: return []
     say = '; '.join(f"resid{t['resid_layers']} ({t['gain']:+.4f} nats/token" + (f", about {t['more_tokens']:,} more tokens" if t['more_tokens'] else '')
                     + ')' for t in ts[:3])
@@ -370,7 +371,7 @@ def _trained(ev:Evidence)->tuple: # (trained wiring or None, identified by the d
         cosine = [round(ev.training_match['cosine'][c][k], 4) for c, k in enumerate(trained)]
         findings += _mismatch(configured, trained, 'identified from the training dump', dict(trained=list(trained), fed=list(configured or []), cosine=cosine))
     from_dump, ref = trained is not None, sw.index(configured) if sw else None
-    if trained is None and enough_evidence(sw) and ref is not None and (win := beats(sw, ref)) and float(sw.agreement[win[0]]) >= 0.3:
+    if trained is None and enough_evidence(sw) and ref is not None and (win := sw.beating(ref)) and float(sw.agreement[win[0]]) >= 0.3:
         b = _named_in_config(ev, sw, win); g, se, z = sw.paired(ref); trained = sw.wirings[b]
         findings += _mismatch(configured, trained, f"agreement {float(sw.agreement[ref]):.3f} as fed vs {float(sw.agreement[b]):.3f}; paired fit gain "
                               f"{float(g[b]):+.4f} nats/token (z {float(z[b]):.1f} > {holm_threshold(sw.family - 1):.2f}, Holm over {sw.family - 1} "

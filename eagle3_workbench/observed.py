@@ -11,7 +11,7 @@ from statistics import NormalDist
 import torch
 from .engines import Engine, SGLANG
 from .findings import Finding
-from .stats import bootstrap_ci, wilson
+from .stats import bootstrap_ci, wilson, within_slopes, slope_se, t_quantile
 from .plotstyle import COLORS
 from .prompts import read_prompts
 from .engine import summarize, run_prompts, SpecSettings
@@ -286,30 +286,6 @@ class Trend:
     def to_json(self)->dict: return json_ready(dict(asdict(self), change=self.change))
 
 # %% ../nbs/04c_observed.ipynb #ec07cd2b
-def _slopes(t, y, w, seg, idx)->torch.Tensor:
-    "Weighted least-squares slope of y on t within segments, for each row of indices `idx` [B, m]."
-    T, Y, W, G = t[idx], y[idx], w[idx], torch.nn.functional.one_hot(seg[idx], int(seg.max()) + 1).double()   # G [B, m, S]
-    sw = (W[..., None] * G).sum(1).clamp_min(1e-12)
-    tb = ((W * T)[..., None] * G).sum(1) / sw
-    yb = ((W * Y)[..., None] * G).sum(1) / sw
-    dt, dy = T - (G * tb[:, None]).sum(-1), Y - (G * yb[:, None]).sum(-1)
-    return (W * dt * dy).sum(-1) / (W * dt * dt).sum(-1).clamp_min(1e-12)
-
-def _t_quantile(p:float, df:int)->float:
-    "Student t quantile from the normal one (Cornish-Fisher, three terms: 2.568 for 2.571 at df 5, 2.228 at df 10)."
-    z = NormalDist().inv_cdf(p)
-    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
-
-def _slope_se(t, y, w, seg, slope:float)->float:
-    "The within-lifetime slope's sandwich (HC1) standard error."
-    G = torch.nn.functional.one_hot(seg, int(seg.max()) + 1).double()
-    sw = (w[:, None] * G).sum(0).clamp_min(1e-12)
-    dt = t - G @ ((w * t) @ G / sw)
-    dy = y - G @ ((w * y) @ G / sw)
-    e, sxx, df = dy - slope * dt, (w * dt * dt).sum(), max(1, len(t) - G.shape[1] - 1)
-    return float(((w * dt * e) ** 2).sum().sqrt() / sxx.clamp_min(1e-12) * math.sqrt(len(t) / df))
-
 def _resets(y, seg)->list:
     "Per lifetime after the first: mean of its first three lines minus the previous lifetime's last three."
     out = []
@@ -335,13 +311,13 @@ def acceptance_trend(observed:Observed, # an output read from a log (`Observed.t
     spans = [float(t[seg == s].max() - t[seg == s].min()) for s in seg.unique().tolist()]
     if max(spans) <= 0: return Trend('not enough evidence', None, None, len(tl), len(spans), 0.0, notes=["the lines span no time within a lifetime"])
     m, L = len(tl), max(1, round(len(tl) ** (1 / 3)))
-    slope = float(_slopes(t, y, w, seg, torch.arange(m)[None])[0])
+    slope = float(within_slopes(t, y, w, seg, torch.arange(m)[None])[0])
     gen, per = torch.Generator().manual_seed(seed), -(-m // L)
     starts = torch.randint(0, m - L + 1, (n, per), generator=gen)
     idx = (starts[..., None] + torch.arange(L)).reshape(n, -1)[:, :m]
-    boot = torch.cat([_slopes(t, y, w, seg, idx[i:i + max(1, (1 << 21) // m)]) for i in range(0, n, max(1, (1 << 21) // m))])
+    boot = torch.cat([within_slopes(t, y, w, seg, idx[i:i + max(1, (1 << 21) // m)]) for i in range(0, n, max(1, (1 << 21) // m))])
     lo, hi = boot.quantile(torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)).tolist()
-    half = _t_quantile((1 + level) / 2, max(1, m - len(spans) - 1)) * _slope_se(t, y, w, seg, slope)
+    half = t_quantile((1 + level) / 2, max(1, m - len(spans) - 1)) * slope_se(t, y, w, seg, slope)
     lo, hi = min(lo, slope - half), max(hi, slope + half)   # the wider of the two intervals
     down = hi < 0 and slope * max(spans) < -tol
     return Trend('drifting down' if down else 'no drift', slope, (lo, hi), m, len(spans), max(spans), _resets(y, seg))

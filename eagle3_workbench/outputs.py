@@ -8,6 +8,7 @@ import ast, json, math, re
 from datetime import datetime, timedelta
 from dataclasses import dataclass, field, replace
 from .engines import Engine, SGLANG, VLLM
+from .stats import pooled_mean
 from .sglang.log import text_and_name, read_server_log
 
 # %% auto #0
@@ -43,8 +44,8 @@ class Observed:
     def accept_length(self)->float|None:
         "Tokens emitted per verify step, bonus included (SGLang's accept length, vLLM's mean acceptance length)."
         if self.drafts and self.accepted is not None: return 1 + self.accepted / self.drafts
-        n = sum(len(g) for g in self.groups)
-        return sum(map(sum, self.groups)) / n if n else self.reported_accept_length
+        mean = pooled_mean(self.groups)
+        return self.reported_accept_length if mean is None else mean
 
     def to_json(self)->dict:
         return json_ready(dict(engine=self.engine.key if self.engine else 'in-process', source=self.source, drafts=self.drafts, draft_tokens=self.draft_tokens,
@@ -397,7 +398,6 @@ def read_observed(src, # what the deployment printed: a file path (or the text i
 # %% ../nbs/04b_outputs.ipynb #5b8c1416
 MIN_REQUESTS = 5   # per side of the draft's position limit
 
-def _pooled(gs:list)->float|None: return sum(map(sum, gs)) / sum(map(len, gs)) if gs else None
 
 def acceptance_by_context(observed:Observed, limit:int, # the draft's max_position_embeddings
                           level:float=0.95)->dict|None: # None when the output gives no request's context
@@ -406,9 +406,9 @@ def acceptance_by_context(observed:Observed, limit:int, # the draft's max_positi
     if not rows: return None
     within, beyond = [g for c, g in rows if c <= limit], [g for c, g in rows if c > limit]
     edges = [0, limit // 2, limit, 2 * limit, max(c for c, _ in rows) + 1]
-    bins = [dict(context=f"{lo + 1}..{hi}", requests=len(gs), accept_length=_pooled(gs))
+    bins = [dict(context=f"{lo + 1}..{hi}", requests=len(gs), accept_length=pooled_mean(gs))
             for lo, hi in zip(edges, edges[1:]) if hi > lo for gs in [[g for c, g in rows if lo < c <= hi]]]
-    out = dict(limit=limit, within=len(within), beyond=len(beyond), within_accept=_pooled(within), beyond_accept=_pooled(beyond),
+    out = dict(limit=limit, within=len(within), beyond=len(beyond), within_accept=pooled_mean(within), beyond_accept=pooled_mean(beyond),
                difference=None, ci=None, bins=bins, verdict='not enough evidence')
     if min(len(within), len(beyond)) < MIN_REQUESTS: return out
     from eagle3_workbench.stats import unpaired_change   # here: reading an output needs no torch

@@ -15,15 +15,14 @@ from .records import fingerprint
 from .teacher import ttt_forward
 from .recording import Recording, record, open_recording, RecordingWriter
 from .engine import SpecSettings, summarize
-from .stats import paired_change
+from .stats import paired_change, paired_gain, beats, tied, holm_threshold, tokens_to_separate, ALPHA
 from .variants import served_draft
 
 # %% auto #0
-__all__ = ['CACHE_ENV', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS',
-           'SCREEN_FROM', 'FINALISTS', 'target_fingerprint', 'token_ids', 'target_pass', 'recorded_prompts',
-           'draft_fingerprint', 'kept_scores', 'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings',
-           'paired_gain', 'Sweep', 'wiring_sweep', 'holm_threshold', 'beats', 'tied', 'enough_evidence', 'sweep_rows',
-           'variant_impact', 'chain_accepts', 'accept_lengths']
+__all__ = ['CACHE_ENV', 'MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'SCREEN_FROM',
+           'FINALISTS', 'target_fingerprint', 'token_ids', 'target_pass', 'recorded_prompts', 'draft_fingerprint',
+           'kept_scores', 'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'Sweep',
+           'wiring_sweep', 'enough_evidence', 'sweep_rows', 'variant_impact', 'chain_accepts', 'accept_lengths']
 
 # %% ../nbs/04_search.ipynb #e8a4269b
 _PASSES = []   # the last few (key, Recording) recorded in memory: repeated diagnoses of one target reuse its pass
@@ -264,7 +263,6 @@ def agreement_table(rec:Recording, draft, seqs:list)->AgreementTable:
     return t
 
 # %% ../nbs/04_search.ipynb #90d52662
-ALPHA = 0.01                         # family-wise false-alarm level of the search's verdict (Holm over the candidates)
 MIN_PROMPTS, MIN_TOKENS = 8, 500     # the minimum evidence, chosen from the doctor's calibration
 EXHAUSTIVE_LIMIT = 1000   # every ascending choice up to this many (N = 19 for 3 chunks); beyond, a coordinate search
 STARTS = ('configured', 'trained (dump)', 'engines default')   # the seeds a coordinate search starts from
@@ -347,14 +345,6 @@ def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `Agreem
     return {w: l for w, l in tried.items() if w in keep}, how + f", explored on a screen; its best {finalists} and the seeds scored on every prompt", len(tried)
 
 # %% ../nbs/04_search.ipynb #28aeea46
-def paired_gain(a:torch.Tensor, b:torch.Tensor, # per-prompt sums ([m], or [K, m] for K comparisons), of the same prompts
-                positions:torch.Tensor)->tuple: # (gain per position, standard error, z), each [K] or a scalar tensor
-    "a's gain over b per position, prompts as the unit: the ratio estimator's paired standard error."
-    d, n, m = a - b, positions, positions.shape[-1]
-    g = d.sum(-1) / n.sum()
-    se = ((d - g[..., None] * n).pow(2).sum(-1) * m / max(m - 1, 1)).sqrt() / n.sum()
-    return g, se, torch.where(g == 0, torch.zeros_like(g), g / se.clamp_min(1e-12))
-
 @dataclass
 class Sweep:
     "The wiring search's evidence: for each candidate and held-out prompt, the positions where draft and target agree."
@@ -384,6 +374,18 @@ class Sweep:
     def paired(self, ref:int)->tuple: # (gain [K], standard error [K], z [K])
         "Each candidate's fit minus candidate `ref`'s per position, paired on the same prompts."
         return paired_gain(self.fit, self.fit[ref], self.positions)
+
+    def beating(self, ref:int, alpha:float=ALPHA)->list:
+        "Indices of the candidates whose paired gain over candidate `ref` survives Holm's correction over the family, best fit first."
+        return sorted(beats(self.paired(ref)[2], ref, self.family, alpha), key=lambda i: -float(self.mean_fit[i]))
+
+    def tied_with(self, rec:int, alpha:float=ALPHA, most:int=10)->list:
+        "Candidates the evidence cannot tell from candidate `rec`, closest first: paired fit gain, z and about how many more tokens would separate them."
+        g, _, z = self.paired(rec)
+        zt = holm_threshold(self.family - 1, alpha)
+        out = [dict(resid_layers=list(self.wirings[i]), gain=round(float(g[i]), 4), z=round(float(z[i]), 2),
+                    more_tokens=tokens_to_separate(float(z[i]), zt, self.tokens)) for i in tied(z, rec, self.family, alpha)]
+        return sorted(out, key=lambda r: -r['gain'])[:most]
 
     def se(self)->torch.Tensor:
         "Each candidate's agreement's standard error over prompts."
@@ -426,30 +428,6 @@ def wiring_sweep(table:AgreementTable, n_layers:int, seeds:dict, # label -> wiri
                  table.positions[idx], how, explored)
 
 # %% ../nbs/04_search.ipynb #4ed0e14e
-def holm_threshold(k:int, alpha:float=ALPHA)->float:
-    "The one-sided z a gain must pass when it is the strongest of k comparisons (Holm's first step)."
-    return float(torch.special.ndtri(torch.tensor(1 - alpha / max(k, 1), dtype=torch.float64)))
-
-def beats(sw:Sweep, ref:int, alpha:float=ALPHA)->list:
-    "Indices of the candidates whose paired gain over candidate `ref` survives Holm's correction over the other K - 1, best fit first."
-    g, se, z = sw.paired(ref)
-    p = 0.5 * torch.erfc(z / math.sqrt(2)); p[ref] = 1.0   # one-sided p-values
-    M, out = sw.family - 1, []
-    for r, i in enumerate(p.argsort().tolist()[:M]):
-        if p[i] > alpha / (M - r): break
-        out.append(i)
-    return sorted(out, key=lambda i: -float(sw.mean_fit[i]))
-
-def tied(sw:Sweep, rec:int, alpha:float=ALPHA, most:int=10)->list:
-    "Candidates the evidence cannot tell from candidate `rec`, closest first: paired fit gain, z and about how many more tokens would separate them."
-    g, se, z = sw.paired(rec)
-    zt, out = holm_threshold(sw.family - 1, alpha), []
-    for i in (z.abs() < zt).nonzero().flatten().tolist():
-        if i == rec: continue
-        more = None if float(z[i]) == 0 else int(sw.tokens * ((zt / float(z[i])) ** 2 - 1))
-        out.append(dict(resid_layers=list(sw.wirings[i]), gain=round(float(g[i]), 4), z=round(float(z[i]), 2), more_tokens=more))
-    return sorted(out, key=lambda r: -r['gain'])[:most]
-
 def enough_evidence(sw:Sweep|None)->bool:
     "At least MIN_PROMPTS prompts and MIN_TOKENS scored positions."
     return sw is not None and sw.prompts >= MIN_PROMPTS and sw.tokens >= MIN_TOKENS

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 import torch
 from ..findings import Finding
-from ..stats import bootstrap_ci
+from ..stats import bootstrap_ci, pooled_mean
 from ..points import SGLANG_PHASES, SGLANG_GRAPH_PHASES, phase_family, any_matcher, resid_k
 from ..records import load_tensor
 from .readers import ServerCapture, fmt_value, is_number
@@ -371,7 +371,7 @@ def _chunk_row(c:int, xs:list, ys:list, tol:float, tol_rotation:float, min_sampl
         per['norm_ratio'].append((y.norm(dim=-1) / x.norm(dim=-1).clamp_min(1e-12)).tolist())
         per['cosine'].append(torch.nn.functional.cosine_similarity(x, y, dim=-1).tolist())
         per['rel_error'].append(((y - x).norm(dim=-1) / x.norm(dim=-1).clamp_min(1e-12)).tolist())
-    row = dict(chunk=c, **{k: sum(map(sum, v)) / sum(map(len, v)) for k, v in per.items()},
+    row = dict(chunk=c, **{k: pooled_mean(v) for k, v in per.items()},
                **{f'{k}_ci': bootstrap_ci(v) for k, v in per.items()}, rotation_error=None)
     (rl, rh), (cl, ch), (nl, nh) = row['rel_error_ci'], row['cosine_ci'], row['norm_ratio_ci']
     if len(xs) < min_samples: row['verdict'] = 'not enough evidence'
