@@ -35,13 +35,13 @@ def pool_prompts(n:int, seed:int=11)->list:
     return heldout_prompts(corpus_files()[1], n=n, seed=seed)
 
 def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, trials:int, sizes=SIZES, seed:int=0)->list:
-    import eagle3_workbench.doctor as doc, eagle3_workbench.search as search
+    import eagle3_workbench.doctor as doc, eagle3_workbench.search as search, eagle3_workbench.scores as scores
     from eagle3_workbench.loading import load_pair
     from eagle3_workbench.wiring import engine_readings
     pair = load_pair(target, draft)
     n = pair.n_layers
     t0 = time.perf_counter()
-    rec, seqs = search.target_pass(pair, pool)
+    rec, seqs = scores.target_pass(pair, pool)
     table = search.AgreementTable(rec, pair.draft, seqs)
     readings = engine_readings(pair.draft.config.raw, n, pair.model_type)
     zeros = table.score((None,) * pair.draft.config.num_aux)

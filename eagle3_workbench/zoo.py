@@ -4,13 +4,14 @@
 
 # %% ../nbs/01f_zoo.ipynb #0fc99f20
 from __future__ import annotations
-import json, math, os, sys, sysconfig, time, zlib, argparse
+import json, math, os, sys, sysconfig, time, zlib
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 from .draft import Eagle3Draft, DraftConfig
-from .loading import save_draft, load_draft, load_target, target_parts, zoo_root
+from .loading import save_draft, load_draft, load_target
+from .target import target_parts, zoo_root
 from .conventions import from_resid, default_resid_layers
 from .teacher import aux_features, ttt_forward, agreement_per_window
 
@@ -19,8 +20,7 @@ __all__ = ['EOS', 'PAIRS', 'OFFDEFAULT', 'DEEP', 'DEEP_YARN', 'DEEP_HUB_KEYS', '
            'encode_files', 'target_configs', 'draft_config', 'train_target', 'vocab_mapping', 'target_features',
            'train_draft', 'teacher_forced_agreement', 'wrong_wirings', 'heldout_windows', 'heldout_prompts',
            'write_training_dump', 'ZooRecipe', 'ship_draft', 'build_pair', 'offdefault_resid', 'build_offdefault_draft',
-           'deep_target_config', 'deep_resid', 'build_deep_pair', 'build_zoo', 'write_card', 'zoo_card', 'zoo_listing',
-           'main']
+           'deep_target_config', 'deep_resid', 'build_deep_pair', 'build_zoo', 'write_card', 'zoo_card', 'zoo_listing']
 
 # %% ../nbs/01f_zoo.ipynb #d393faf6
 def corpus_files(limit:int|None=None, # keep only the first `limit` files (miniature builds)
@@ -488,7 +488,7 @@ def zoo_card(log:dict)->str:
                  if not e['train'].get('in_whole_build', True)]
         later += [f"`{n}` + `{d}` ({log['models'][d]['train']['build_seconds']:.0f} s)" for n, (d, _) in deep.items()
                   if not log['models'][d]['train'].get('in_whole_build', True)]
-        L += [f"Whole zoo built by one command (`python -m eagle3_workbench.zoo build`) in {b['seconds']:.0f} s "
+        L += [f"Whole zoo built by one command (`eagle3-workbench zoo build`) in {b['seconds']:.0f} s "
               f"({b['seconds'] / 60:.1f} min) wall, {b['threads']} torch threads on {b['cores']} cores"
               + (f"; trained afterwards and not in that time: {', '.join(later)}." if later else '.'), '']
     for name, (dname, conv) in PAIRS.items(): L += [f"## {name} + {dname}", '', _target_line(log['models'][name]), *_draft_lines(log['models'][dname], conv)]
@@ -549,33 +549,3 @@ def zoo_listing(root=None)->list:
                     f"vocabulary {c.get('vocab_size')}" + (f", {n / 1e6:.1f} M parameters" if n else ''))
         out.append(f"zoo:{p.name:<28} {what}")
     return out
-
-# %% ../nbs/01f_zoo.ipynb #8486b069
-def main(argv=None):
-    "`python -m eagle3_workbench.zoo build|build-offdefault|build-deep|list|path|card`."
-    ap = argparse.ArgumentParser(prog='eagle3_workbench.zoo', description='Build or inspect the embedded model zoo.')
-    ap.add_argument('command', choices=['build', 'build-offdefault', 'build-deep', 'list', 'path', 'card'])
-    ap.add_argument('--only', nargs='+', choices=list(PAIRS) + list(DEEP), help='build only these targets (and their drafts)')
-    ap.add_argument('--reuse-targets', action='store_true', help='keep trained targets found in --out; train only the drafts')
-    ap.add_argument('--threads', type=int, default=None, help='torch threads (1 per process is fastest when two builds share 2 cores)')
-    ap.add_argument('--out', help='output folder (default: the package zoo_data)')
-    ap.add_argument('--quick', action='store_true', help='a miniature build in seconds (same code path)')
-    ap.add_argument('--steps', type=int, default=None, help='build-offdefault: draft training steps (default: the recipe\'s)')
-    a = ap.parse_args(argv)
-    if a.threads: torch.set_num_threads(a.threads)
-    recipe = ZooRecipe.miniature() if a.quick else ZooRecipe()
-    if a.command == 'build': build_zoo(a.out, recipe, only=a.only, reuse_targets=a.reuse_targets)
-    elif a.command == 'build-offdefault':   # retrain the off-default draft against the target in --out, then rewrite the card
-        build_offdefault_draft(a.out, recipe, steps=a.steps)
-        write_card(Path(a.out) if a.out else zoo_root(), keep_measured=True)   # the accept-length section measures the default pairs only
-    elif a.command == 'build-deep':   # train the 61-layer pair in a built zoo (its tokenizer and prompts), then rewrite the card
-        build_deep_pair(a.out, recipe)
-        write_card(Path(a.out) if a.out else zoo_root(), keep_measured=True)
-    elif a.command == 'card': write_card(Path(a.out) if a.out else zoo_root())
-    elif a.command == 'path': print(zoo_root())
-    else: print('\n'.join(zoo_listing()))
-    return 0
-
-import builtins
-# a notebook kernel also runs as __main__: only a real `python -m` call builds
-if __name__ == '__main__' and not getattr(builtins, '__IPYTHON__', False): sys.exit(main())

@@ -89,3 +89,13 @@ def test_readme_lists_the_chapters_in_order():
     named = [m for m in re.findall(r'`(\d\d[a-z]?_[a-z0-9_]+|index)`', layout)]
     stems = [p.stem for p in sorted((ROOT/'nbs').glob('[0-9]*.ipynb'))] + ['index']
     assert named == stems, f"README layout lists {named}, the notebooks are {stems}"
+
+MAX_LINES = 600   # a module longer than this holds more than one job; the aim is 500, once search, observed, zoo and doctor are split
+
+@pytest.mark.parametrize('name', sorted(ORDER))
+def test_modules_are_small(name):
+    "Each generated module stays under MAX_LINES lines (a room with one job)."
+    f = PKG.joinpath(*name.split('.')[1:])
+    f = f/'__init__.py' if f.is_dir() else f.with_suffix('.py')
+    n = len(f.read_text().splitlines())
+    assert n <= MAX_LINES, f"{name} is {n} lines, over {MAX_LINES}: split it by job"

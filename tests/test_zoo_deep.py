@@ -4,7 +4,8 @@ the engine patched to capture the embedding for id -1, configured [-1, 2, 30], f
 the doctor names it and recommends [2, 30, 58] back."""
 import json, math
 import pytest, torch
-from eagle3_workbench.loading import load_pair, zoo_root
+from eagle3_workbench.loading import load_pair
+from eagle3_workbench.target import zoo_root
 from eagle3_workbench.conventions import to_resid
 from eagle3_workbench.wiring import resolve_wiring
 from eagle3_workbench.recording import record, recorded_pair
