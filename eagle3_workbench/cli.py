@@ -250,23 +250,23 @@ ZOO_ACTIONS = ('list', 'path', 'build', 'build-offdefault', 'build-deep', 'card'
 
 def _zoo(a)->int:
     "List or locate the zoo, or rebuild it (or one pair, or its card): builds train on the thread count every command chooses."
-    from eagle3_workbench import zoo
+    from eagle3_workbench import zoo, card
     from eagle3_workbench.target import zoo_root
     if a.action == 'path': print(zoo_root()); return EXIT_OK
-    if a.action == 'list': print('\n'.join(zoo.zoo_listing())); return EXIT_OK
+    if a.action == 'list': print('\n'.join(card.zoo_listing())); return EXIT_OK
     if bad := sorted(set(a.only or ()) - set(zoo.PAIRS) - set(zoo.DEEP)):
         raise ValueError(f"--only {' '.join(bad)}: not a zoo target; expected some of {', '.join([*zoo.PAIRS, *zoo.DEEP])}")
     from eagle3_workbench.threads import apply_threads
     apply_threads(None, a.threads)   # the zoo's models are narrow: one thread by the rule, unless --threads or $EAGLE3_THREADS say otherwise
     recipe, out = zoo.ZooRecipe.miniature() if a.quick else zoo.ZooRecipe(), Path(a.out) if a.out else zoo_root()
-    if a.action == 'build': zoo.build_zoo(a.out, recipe, only=a.only, reuse_targets=a.reuse_targets)
+    if a.action == 'build': card.build_zoo(a.out, recipe, only=a.only, reuse_targets=a.reuse_targets)
     elif a.action == 'build-offdefault':   # retrain the off-default draft against the target in --out, then rewrite the card
         zoo.build_offdefault_draft(a.out, recipe, steps=a.steps)
-        zoo.write_card(out, keep_measured=True)   # the accept-length section measures the default pairs only
+        card.write_card(out, keep_measured=True)   # the accept-length section measures the default pairs only
     elif a.action == 'build-deep':   # train the 61-layer pair in a built zoo (its tokenizer and prompts), then rewrite the card
         zoo.build_deep_pair(a.out, recipe)
-        zoo.write_card(out, keep_measured=True)
-    else: zoo.write_card(out)
+        card.write_card(out, keep_measured=True)
+    else: card.write_card(out)
     return EXIT_OK
 
 # %% ../nbs/08_cli.ipynb #ea2a67f0
