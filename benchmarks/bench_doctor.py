@@ -14,8 +14,8 @@ def breakdown(p, prompts, dump)->str:
     from eagle3_workbench.doctor import diagnose, read_training_dump, match_training_features
     a = time.perf_counter()
     samples, _ = read_training_dump(dump); match_training_features(p, samples)
-    from eagle3_workbench import search
-    search._PASSES.clear()   # cold, as the timed runs
+    from eagle3_workbench import scores
+    scores._PASSES.clear()   # cold, as the timed runs
     b = time.perf_counter()
     diagnose(p, prompts, training_dump=dump, accept=False)
     c = time.perf_counter()
@@ -41,13 +41,13 @@ def deep_pair(folder, n_layers:int=61, ids=(1, 29, 57), seed:int=0):
 def deep_rows(prompts, kw:dict, quick:bool=False)->list:
     "diagnose on a 61-layer target: configured = the engines' default (one start), and configured elsewhere (two starts; not in quick mode)."
     from eagle3_workbench.doctor import diagnose
-    import eagle3_workbench.search as search
+    import eagle3_workbench.scores as scores
     rows = []
     with tempfile.TemporaryDirectory(prefix='e3w-deep-') as tmp:
         cases = (('configured = the default', (1, 29, 57)), ('configured off the default', (9, 19, 39)))
         for label, ids in cases[:1 if quick else 2]:
             p = deep_pair(Path(tmp)/label.replace(' ', '_'), ids=ids)
-            search._PASSES.clear()   # cold: the target pass is part of the time
+            scores._PASSES.clear()   # cold: the target pass is part of the time
             a = time.perf_counter()
             d = diagnose(p, prompts, **kw)
             x = time.perf_counter() - a
@@ -59,7 +59,7 @@ def deep_rows(prompts, kw:dict, quick:bool=False)->list:
 
 def run(quick:bool=False)->dict:
     from eagle3_workbench.doctor import diagnose
-    from eagle3_workbench import search
+    from eagle3_workbench import scores
     z = zoo()
     p = pair('tiny-dsv3')
     dump = z.path('tiny-dsv3-eagle3')/'training_dump'
@@ -70,7 +70,7 @@ def run(quick:bool=False)->dict:
     verdict = {}
     for r in range(reps):
         for which in (('with',) if tiny() else ('with', 'without') if r % 2 == 0 else ('without', 'with')):
-            search._PASSES.clear()   # cold every time: the target pass is part of the verdict's time
+            scores._PASSES.clear()   # cold every time: the target pass is part of the verdict's time
             a = time.perf_counter()
             d = diagnose(p, prompts, training_dump=dump if which == 'with' else None, **kw)
             res[which].append(time.perf_counter() - a)

@@ -66,7 +66,7 @@ def per_wiring(draft, rec, repeats:int)->tuple:
 def doctor_peak_rss(folder:Path, prompts:int)->float:
     "Peak resident memory (MiB) of a fresh process diagnosing from the recording (its first `prompts` prompts)."
     code = (f"import resource, json\nfrom eagle3_workbench.recording import recorded_pair\nfrom eagle3_workbench.doctor import diagnose\n"
-            f"from eagle3_workbench.search import recorded_prompts\np = recorded_pair({str(folder)!r})\n"
+            f"from eagle3_workbench.scores import recorded_prompts\np = recorded_pair({str(folder)!r})\n"
             f"d = diagnose(p, recorded_prompts(p.target)[:{prompts}], accept=False)\n"
             "print(json.dumps(dict(rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, verdict=d.verdict)))")
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=subprocess_env(), cwd=ROOT, timeout=1800)

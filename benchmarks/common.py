@@ -41,10 +41,11 @@ class Zoo:
 @lru_cache(None)
 def zoo()->Zoo:
     "The package zoo when `zoo_data/ZOO.md` exists; else $E3W_BENCH_ZOO or /tmp/minizoo; else a miniature build in a temp dir."
-    from eagle3_workbench.loading import zoo_root
+    from eagle3_workbench.target import zoo_root
     if (zoo_root()/'ZOO.md').exists(): return Zoo(zoo_root(), 'package zoo (eagle3_workbench/zoo_data)', True)
     if (MINIZOO/'tiny-dsv3').exists(): return Zoo(MINIZOO, f'miniature zoo at {MINIZOO} (the package zoo is not built yet)', False)
-    from eagle3_workbench.zoo import build_zoo, ZooRecipe
+    from eagle3_workbench.zoo import ZooRecipe
+    from eagle3_workbench.card import build_zoo
     out = Path(tempfile.mkdtemp(prefix='e3w-minizoo-'))
     print(f"[benchmarks] no zoo found: building a miniature one in {out}", file=sys.stderr, flush=True)
     build_zoo(out, ZooRecipe.miniature())

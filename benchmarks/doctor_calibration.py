@@ -35,13 +35,13 @@ def pool_prompts(n:int, seed:int=11)->list:
     return heldout_prompts(corpus_files()[1], n=n, seed=seed)
 
 def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, trials:int, sizes=SIZES, seed:int=0)->list:
-    import eagle3_workbench.doctor as doc, eagle3_workbench.search as search
+    import eagle3_workbench.doctor as doc, eagle3_workbench.search as search, eagle3_workbench.scores as scores
     from eagle3_workbench.loading import load_pair
     from eagle3_workbench.wiring import engine_readings
     pair = load_pair(target, draft)
     n = pair.n_layers
     t0 = time.perf_counter()
-    rec, seqs = search.target_pass(pair, pool)
+    rec, seqs = scores.target_pass(pair, pool)
     table = search.AgreementTable(rec, pair.draft, seqs)
     readings = engine_readings(pair.draft.config.raw, n, pair.model_type)
     zeros = table.score((None,) * pair.draft.config.num_aux)
@@ -92,7 +92,7 @@ def main(argv=None):
     ap.add_argument('--merge', action='store_true', help='keep the stored results of the pairs not named in --pairs')
     a = ap.parse_args(argv)
     from eagle3_workbench.loading import resolve_path
-    import eagle3_workbench.search as search
+    import eagle3_workbench.search as search, eagle3_workbench.stats as stats
     t0, pool, rows = time.perf_counter(), pool_prompts(a.pool), []
     for name in a.pairs:
         target, draft, trained = PAIRS[name]
@@ -104,13 +104,13 @@ def main(argv=None):
     if a.merge and old.exists():   # keep the stored rows of the pairs not rerun
         done = {r['pair'] for r in rows}
         rows = [r for r in json.loads(old.read_text())['rows'] if r['pair'] not in done] + rows
-    meta = dict(trials=a.trials, pool_prompts=len(pool), sizes=list(SIZES), alpha=search.ALPHA, min_prompts=search.MIN_PROMPTS,
+    meta = dict(trials=a.trials, pool_prompts=len(pool), sizes=list(SIZES), alpha=stats.ALPHA, min_prompts=search.MIN_PROMPTS,
                 min_tokens=search.MIN_TOKENS, seconds=round(time.perf_counter() - t0))
     (OUT/'doctor_calibration.json').write_text(json.dumps(dict(meta=meta, rows=rows), indent=1) + '\n')
     md = (f"# Doctor calibration\n\n{a.trials} random subsets of a pool of {len(pool)} held-out prompts per size; each subset gets the "
           f"doctor's search (`wiring_sweep`: every ascending triple plus chunk orders; from 32 prompts on explored on a screen of 8 prompts, "
           f"its best 16 and the seeds scored on all) and decision (`decide`, Holm over the candidates at family-wise "
-          f"{search.ALPHA}, minimum evidence {search.MIN_PROMPTS} prompts and {search.MIN_TOKENS} tokens). Correctly wired: how often it says "
+          f"{stats.ALPHA}, minimum evidence {search.MIN_PROMPTS} prompts and {search.MIN_TOKENS} tokens). Correctly wired: how often it says "
           f"miswired or unusable (false alarm). Planted faults: the fraction of subsets where it says miswired AND recommends the trained "
           f"layers (power). {meta['seconds']} s.\n\n" + table_md(rows, a.trials) + '\n')
     (OUT/'doctor_calibration.md').write_text(md)

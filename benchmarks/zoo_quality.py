@@ -6,7 +6,8 @@ Greedy chain drafting, speculative_num_steps 5, top-k 1, on both zoo pairs, for 
 wirings of the calibration list; every run is also checked lossless against target-only greedy decoding.
 """
 import argparse, re, time
-from eagle3_workbench.loading import load_pair, zoo_root
+from eagle3_workbench.loading import load_pair
+from eagle3_workbench.target import zoo_root
 from eagle3_workbench.engine import run_prompts
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.zoo import wrong_wirings

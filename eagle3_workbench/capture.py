@@ -9,10 +9,11 @@ from fnmatch import fnmatch
 from typing import NamedTuple
 import torch
 from torch import nn
-from .loading import target_parts
-from .points import (POINTS, TARGET_POINTS, DRAFT_POINTS, RESID_SPEC, resid_indices, resid_k, mlp_layer, family, matcher,
+from .target import target_parts
+from .points import (POINTS, TARGET_POINTS, DRAFT_POINTS, RESID_SPEC, resid_indices, resid_k, family, matcher,
                                      first_tensor)
 from .records import Record, tensor_stats, ShardWriter, dtype_name, load_tensor
+from .chunks import match_chunks, said, neighbour_name, flat_positions, MATCH_TOL
 
 # %% auto #0
 __all__ = ['expand_points', 'live_hooks', 'Capture', 'layer_mlp_points', 'ChunkSource', 'fc_input_sources']
@@ -257,29 +258,20 @@ class ChunkSource(NamedTuple):
     chunk: int            # chunk index, in the order the draft reads them
     point: str|None       # the closest candidate, e.g. 'target.resid[0]' (None: no candidate could be lined up)
     said: str             # that candidate in words, e.g. 'resid[0] (the embedding)'
-    matched: bool         # equal, or at least `min_cosine` similar
+    matched: bool         # equal, or within the matcher's `MATCH_TOL` mean relative error
     exact: bool           # equal bit for bit
-    cosine: float|None    # cosine similarity with that candidate
+    error: float|None     # mean relative error against that candidate (0 when equal)
     wired: int|None       # the resid index this chunk should be, or None when not said
     def __str__(self):
         if self.point is None: s = f"chunk {self.chunk}: no captured target tensor of the same tokens to compare with"
         elif self.exact: s = f"chunk {self.chunk} = {self.said}"
-        elif self.matched: s = f"chunk {self.chunk} ≈ {self.said} (cosine {self.cosine:.3f})"
-        else: s = f"chunk {self.chunk} matches no captured tensor (closest: {self.said}, cosine {self.cosine:.3f})"
+        elif self.matched: s = f"chunk {self.chunk} ≈ {self.said} (relative error {self.error:.3f})"
+        else: s = f"chunk {self.chunk} matches no captured tensor (closest: {self.said}, relative error {self.error:.3f})"
         if self.wired is None: return s
         return s + (', as wired' if self.matched and resid_k(self.point) == self.wired else f", wired resid[{self.wired}]")
 
-def _said(point:str, n_layers)->str:
-    "A candidate point in words."
-    if (k := resid_k(point)) is not None:
-        return f"resid[{k}]" + (' (the embedding)' if k == 0 else " (the last layer's output, before the final norm)" if k == n_layers else '')
-    if point == 'target.norm': return "the final norm's output"
-    if (k := mlp_layer(point)) is not None: return f"layer {k}'s output without its residual"
-    return point
 
 # %% ../nbs/02b_capture.ipynb #7804ade3
-def _flat_positions(p): return None if p is None else [v for row in p for v in row] if p and isinstance(p[0], list) else list(p)
-
 def _lined_up(x, positions, want, chunk):
     "The rows of `x` [T', H] at the positions `want` of the chunk's rows (the nearest row where a tree repeats one), or None."
     if x.shape[0] == chunk.shape[0] and (positions is None or want is None or positions == want): return x
@@ -301,23 +293,19 @@ def fc_input_sources(fc_in:Record, # the `draft.fc.in` record, with its tensor (
                      n_chunks:int, # the aux chunks the draft reads (`DraftConfig.num_aux`)
                      wired=None, # the resid index each chunk should be, in chunk order (e.g. the configured wiring)
                      n_layers:int|None=None, # the target's N, to name resid[N]
-                     min_cosine:float=0.9, # a chunk that equals nothing matches its closest candidate only at this cosine or more
+                     tol:float=MATCH_TOL, # a chunk that equals nothing matches its nearest candidate only within this mean relative error
                     )->list: # one `ChunkSource` per chunk
     "Which captured target tensor each chunk of the draft's fc input is: a resid[k], a layer's output without its residual, the final norm's output."
     t = _tensor_of(fc_in)
     if t is None: raise ValueError("draft.fc.in was captured without its tensor: capture with mode='full' to match its chunks")
     if t.shape[-1] % n_chunks: raise ValueError(f"draft.fc.in is {t.shape[-1]} wide, not a multiple of n_chunks={n_chunks}")
-    chunks, want = t.reshape(-1, t.shape[-1]).double().chunk(n_chunks, -1), _flat_positions(fc_in.positions)
-    cands = [(r.point, x.reshape(-1, x.shape[-1]).double(), _flat_positions(r.positions)) for r in candidates
+    t, want = t.reshape(-1, t.shape[-1]).double(), flat_positions(fc_in.positions)
+    cands = [(r.point, x.reshape(-1, x.shape[-1]).double(), flat_positions(r.positions)) for r in candidates
              if (x := _tensor_of(r)) is not None and x.shape[-1] == t.shape[-1] // n_chunks]
+    lined = lambda chunk: {p: y for p, x, pos in cands if (y := _lined_up(x, pos, want, chunk)) is not None}
     out = []
-    for i, c in enumerate(chunks):
-        scored = []
-        for p, x, pos in cands:
-            if (y := _lined_up(x, pos, want, c)) is None: continue
-            scored.append((bool(torch.equal(y, c)), float(torch.nn.functional.cosine_similarity(y.reshape(1, -1), c.reshape(1, -1))), p))
-        w = None if wired is None else wired[i]
-        if not scored: out.append(ChunkSource(i, None, '', False, False, None, w)); continue
-        exact, cos, p = max(scored, key=lambda s: (s[0], s[1]))
-        out.append(ChunkSource(i, p, _said(p, n_layers), exact or cos >= min_cosine, exact, 1.0 if exact else cos, w))
+    for m in match_chunks(t, lined, n_chunks, tol):
+        w = None if wired is None else wired[m.chunk]
+        if m.name is None: out.append(ChunkSource(m.chunk, None, '', False, False, None, w)); continue
+        out.append(ChunkSource(m.chunk, m.name, said(neighbour_name(m.name) or m.name, n_layers), m.matched, m.exact, 0.0 if m.exact else m.error, w))
     return out

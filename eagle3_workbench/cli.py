@@ -9,7 +9,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['EXIT_OK', 'EXIT_CHECK_FAILED', 'EXIT_BAD_INPUT', 'EXIT_NOT_ENOUGH_EVIDENCE', 'OPTION_OF', 'ENGINE_HELP',
-           'RUN_NEW_TOKENS', 'COMPARE_EXIT', 'parser', 'main']
+           'RUN_NEW_TOKENS', 'ZOO_ACTIONS', 'COMPARE_EXIT', 'parser', 'main']
 
 # %% ../nbs/08_cli.ipynb #efac7108
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_NOT_ENOUGH_EVIDENCE = 0, 1, 2, 3
@@ -77,7 +77,7 @@ def _prompts(a, pair=None)->list:
     "--prompts / --n-prompts; with --recording and no --prompts, the prompts it recorded."
     from eagle3_workbench.prompts import read_prompts
     if a.prompts is None and getattr(a, 'recording', None) is not None and pair is not None:
-        from eagle3_workbench.search import recorded_prompts
+        from eagle3_workbench.scores import recorded_prompts
         return recorded_prompts(pair.target)[:a.n_prompts]
     return read_prompts(a.prompts, a.n_prompts)
 
@@ -271,9 +271,28 @@ def _report(a)->int:
     return EXIT_OK
 
 # %% ../nbs/08_cli.ipynb #ca421159
+ZOO_ACTIONS = ('list', 'path', 'build', 'build-offdefault', 'build-deep', 'card')
+
 def _zoo(a)->int:
-    from eagle3_workbench import zoo
-    return zoo.main([a.action] + (['--out', a.out] if a.out else []) + (['--quick'] if a.quick else []))
+    "List or locate the zoo, or rebuild it (or one pair, or its card): builds train on the thread count every command chooses."
+    from eagle3_workbench import zoo, card
+    from eagle3_workbench.target import zoo_root
+    if a.action == 'path': print(zoo_root()); return EXIT_OK
+    if a.action == 'list': print('\n'.join(card.zoo_listing())); return EXIT_OK
+    if bad := sorted(set(a.only or ()) - set(zoo.PAIRS) - set(zoo.DEEP)):
+        raise ValueError(f"--only {' '.join(bad)}: not a zoo target; expected some of {', '.join([*zoo.PAIRS, *zoo.DEEP])}")
+    from eagle3_workbench.threads import apply_threads
+    apply_threads(None, a.threads)   # the zoo's models are narrow: one thread by the rule, unless --threads or $EAGLE3_THREADS say otherwise
+    recipe, out = zoo.ZooRecipe.miniature() if a.quick else zoo.ZooRecipe(), Path(a.out) if a.out else zoo_root()
+    if a.action == 'build': card.build_zoo(a.out, recipe, only=a.only, reuse_targets=a.reuse_targets)
+    elif a.action == 'build-offdefault':   # retrain the off-default draft against the target in --out, then rewrite the card
+        zoo.build_offdefault_draft(a.out, recipe, steps=a.steps)
+        card.write_card(out, keep_measured=True)   # the accept-length section measures the default pairs only
+    elif a.action == 'build-deep':   # train the 61-layer pair in a built zoo (its tokenizer and prompts), then rewrite the card
+        zoo.build_deep_pair(a.out, recipe)
+        card.write_card(out, keep_measured=True)
+    else: card.write_card(out)
+    return EXIT_OK
 
 # %% ../nbs/08_cli.ipynb #ea2a67f0
 COMPARE_EXIT = {'as expected': EXIT_OK, 'below expectation': EXIT_CHECK_FAILED, 'not enough evidence': EXIT_NOT_ENOUGH_EVIDENCE}
@@ -425,8 +444,13 @@ def _record_parser(sub):
 def _zoo_parser(sub):
     "The `zoo` subcommand's arguments."
     z = sub.add_parser('zoo', help='list, locate or rebuild the embedded models')
-    z.add_argument('action', choices=['list', 'path', 'build'])
-    z.add_argument('--out'); z.add_argument('--quick', action='store_true')
+    z.add_argument('action', choices=ZOO_ACTIONS)
+    z.add_argument('--out', help='output folder of a build (default: the package zoo_data)')
+    z.add_argument('--quick', action='store_true', help='a miniature build in seconds (same code path)')
+    z.add_argument('--only', nargs='+', metavar='TARGET', help='build only these zoo targets (and their drafts)')
+    z.add_argument('--reuse-targets', action='store_true', help='keep trained targets found in --out; train only the drafts')
+    z.add_argument('--steps', type=_at_least(1), default=None, help="build-offdefault: draft training steps (default: the recipe's)")
+    _add_threads(z)
     z.set_defaults(func=_zoo)
 
 # %% ../nbs/08_cli.ipynb #7b1cc9b2

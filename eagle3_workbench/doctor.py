@@ -15,17 +15,22 @@ from .findings import Finding, DRAFT_FAULTS
 from .variants import computing, trained_math
 from .checks import static_findings, top_resid, embedding_fed
 from .capture import Capture
+from .chunks import match_chunks
 from .sglang.compare import wrong_tensor_from_capture
 from .records import load_tensor
 from .dumps import read_dump
 from .recording import Recording
 from .engine import Session, SpecSettings
 from .prompts import check_prompts, read_prompts
-from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, beats, tied, enough_evidence, holm_threshold, ALPHA,
-                                     MIN_PROMPTS, MIN_TOKENS, accept_lengths, target_pass, recorded_prompts, agreement_table, paired_gain,
+from .stats import holm_threshold, paired_gain, ALPHA
+from .accepts import accept_lengths
+from .scores import target_pass, recorded_prompts
+from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, enough_evidence,
+                                     MIN_PROMPTS, MIN_TOKENS, agreement_table,
                                      AgreementTable, screen_prompts)
-from .loading import target_parts
+from .target import target_parts
 from .diagnosis import Recommendation, Diagnosis
+
 
 # %% auto #0
 __all__ = ['USEFUL_AGREEMENT', 'fed_from_capture', 'fed_wiring', 'read_training_dump', 'match_training_features',
@@ -117,24 +122,19 @@ def match_training_features(pair, samples:list)->tuple:
     except ValueError as e:   # a recording without the samples
         return None, out + [Finding('DUMP_INVALID', 'error', f"the samples' token ids are not in the recording ({e}): record them with the "
                                     "prompts (record --training-dump DIR)", dict(samples=len(usable)))]
-    cos_sum, err_sum, tokens = torch.zeros(k, n + 1), torch.zeros(k, n + 1), 0
-    for s, i in zip(usable, seqs):
-        T = s['input_ids'].numel()
-        layers = torch.stack([rec.resid(j, i)[:T].float() if j in rec.layers else torch.full((T, H), float('nan')) for j in range(n + 1)])   # [N+1, T, H]
-        for c, chunk in enumerate(s['aux'].chunk(k, -1)):
-            cos_sum[c] += torch.nn.functional.cosine_similarity(chunk[None], layers, dim=-1).sum(-1)
-            err_sum[c] += ((chunk[None] - layers).norm(dim=-1) / layers.norm(dim=-1).clamp(min=1e-6)).sum(-1)
-        tokens += T
-    cos_sum, err_sum = cos_sum.nan_to_num(-2.0), err_sum.nan_to_num(float('inf'))   # a layer not recorded matches nothing
-    cos, err = cos_sum / tokens, err_sum / tokens
-    best = cos.argmax(1).tolist()
-    ident = [bool(err[c, b] < 0.05) for c, b in enumerate(best)]
-    res = dict(cosine=cos.tolist(), rel_error=err.tolist(), trained=best, identified=ident, samples=len(usable), tokens=tokens,
-               layer_labels=[f"resid[{j}]" for j in range(n + 1)], chunk_labels=[f"chunk {c}" for c in range(k)])
+    T = [s['input_ids'].numel() for s in usable]
+    fed = torch.cat([s['aux'].reshape(-1, k * H)[:t] for s, t in zip(usable, T)])   # every sample's tokens, one after the other
+    labels = [f"resid[{j}]" for j in range(n + 1)]
+    ms = match_chunks(fed, {labels[j]: torch.cat([rec.resid(j, i)[:t] for i, t in zip(seqs, T)]) for j in range(n + 1) if j in rec.layers}, k)
+    cos = [[m.cosines.get(l, -2.0) for l in labels] for m in ms]         # a layer not recorded matches nothing
+    err = [[m.errors.get(l, float('inf')) for l in labels] for m in ms]
+    best, ident, tokens = [labels.index(m.name) if m.name else 0 for m in ms], [m.matched for m in ms], sum(T)
+    res = dict(cosine=cos, rel_error=err, trained=best, identified=ident, samples=len(usable), tokens=tokens,
+               layer_labels=labels, chunk_labels=[f"chunk {c}" for c in range(k)])
     if not all(ident):
         out.append(Finding('DUMP_INVALID', 'warning', f"dump chunks {[c for c, i in enumerate(ident) if not i]} match no target layer exactly "
-                           f"(best relative error {min(err[c, b].item() for c, b in enumerate(best)):.3f}): another target, tokenizer or dtype?",
-                           dict(best=best, rel_error=[round(err[c, b].item(), 4) for c, b in enumerate(best)])))
+                           f"(best relative error {min(err[c][b] for c, b in enumerate(best)):.3f}): another target, tokenizer or dtype?",
+                           dict(best=best, rel_error=[round(err[c][b], 4) for c, b in enumerate(best)])))
     return res, out
 
 # %% ../nbs/04e_doctor.ipynb #d148716f
@@ -281,7 +281,7 @@ def _not_enough(sw:Sweep|None)->Finding:
 
 def _tie_finding(sw:Sweep, rec:int)->list:
     "WIRINGS_TIED (info) when candidates cannot be told apart from the recommended one on this evidence."
-    ts = tied(sw, rec)
+    ts = sw.tied_with(rec)
     if not ts: return []
     say = '; '.join(f"resid{t['resid_layers']} ({t['gain']:+.4f} nats/token" + (f", about {t['more_tokens']:,} more tokens" if t['more_tokens'] else '')
                     + ')' for t in ts[:3])
@@ -333,7 +333,7 @@ def _trained(ev:Evidence)->tuple: # (trained wiring or None, identified by the d
         cosine = [round(ev.training_match['cosine'][c][k], 4) for c, k in enumerate(trained)]
         findings += _mismatch(configured, trained, 'identified from the training dump', dict(trained=list(trained), fed=list(configured or []), cosine=cosine))
     from_dump, ref = trained is not None, sw.index(configured) if sw else None
-    if trained is None and enough_evidence(sw) and ref is not None and (win := beats(sw, ref)) and float(sw.agreement[win[0]]) >= 0.3:
+    if trained is None and enough_evidence(sw) and ref is not None and (win := sw.beating(ref)) and float(sw.agreement[win[0]]) >= 0.3:
         b = _named_in_config(ev, sw, win); g, se, z = sw.paired(ref); trained = sw.wirings[b]
         findings += _mismatch(configured, trained, f"agreement {float(sw.agreement[ref]):.3f} as fed vs {float(sw.agreement[b]):.3f}; paired fit gain "
                               f"{float(g[b]):+.4f} nats/token (z {float(z[b]):.1f} > {holm_threshold(sw.family - 1):.2f}, Holm over {sw.family - 1} "

@@ -15,7 +15,7 @@ from .plotstyle import COLORS, check_backend, mpl_figure, finite, finite_list, f
 
 # %% auto #0
 __all__ = ['setup_offline_plotly', 'pipeline_figure', 'expected_presence', 'presence_table', 'presence_figure',
-           'distribution_figure', 'layer_profile_figure', 'to_html']
+           'distribution_figure', 'layer_profile_figure', 'comparison_figure', 'to_html']
 
 # %% ../nbs/05_figures.ipynb #b5b2c258
 _PALETTE = ('#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#bcbd22', '#7f7f7f', '#393b79', '#637939',
@@ -451,6 +451,27 @@ def layer_profile_figure(records, # a Capture, Session, phase result(s) or list 
     "Mean token norm of resid[k] for every captured k, with wired, trained and recommended layers marked."
     d = _layer_profile_data(records, phase, n_layers, wired, trained, recommended)
     return _layer_plotly(d) if check_backend(backend) == 'plotly' else _layer_mpl(d)
+
+# %% ../nbs/05_figures.ipynb #e80de278
+def comparison_figure(cmp, # a `DeploymentComparison` (`observed.compare_observed`)
+                     ): # a plotly Figure
+    "Per-position acceptance, observed vs expected, with intervals; the positions below the expectation marked."
+    rows, fig = cmp.positions, go.Figure()
+    if not rows: raise ValueError(f"{cmp.observed.source}: no per-position counts to plot (accept length only)")
+    x = [r['position'] for r in rows]
+    for side, color, dx in (('expected', COLORS['trained'], -0.06), ('observed', COLORS['wired'], 0.06)):
+        y = [r[side] for r in rows]
+        lo, hi = [r[f'{side}_ci'][0] for r in rows], [r[f'{side}_ci'][1] for r in rows]
+        fig.add_trace(go.Scatter(x=[p + dx for p in x], y=y, mode='lines+markers', name=side, line=dict(color=color),
+                                 error_y=dict(type='data', symmetric=False, array=[h - v for h, v in zip(hi, y)],
+                                              arrayminus=[v - l for v, l in zip(y, lo)])))
+    bad = [r for r in rows if r['below']]
+    if bad: fig.add_trace(go.Scatter(x=[r['position'] + 0.06 for r in bad], y=[r['observed'] for r in bad], mode='markers',
+                                     name='below expectation', marker=dict(symbol='x', size=14, color=COLORS['rejected'])))
+    a = cmp.accept_length
+    fig.update_layout(title=f"{cmp.verdict}: accept length {a['observed']:.2f} observed, {a['expected']:.2f} expected",
+                      xaxis=dict(title='draft position', tickvals=x), yaxis=dict(title='acceptance', range=[0, 1.05]), height=420)
+    return fig
 
 # %% ../nbs/05_figures.ipynb #407ff426
 def to_html(fig, # a plotly or matplotlib Figure

@@ -16,18 +16,15 @@ from .engines import Engine
 from .conventions import read_aux_ids
 from .wiring import resolve_wiring, Wiring
 from .threads import apply_threads
+from .target import zoo_root, target_parts
 from .formats import Provenance, detect_provenance, flatten_config, dequantize, canonical_keys, PICKLED, some_of
 
 # %% auto #0
-__all__ = ['zoo_root', 'resolve_path', 'ConfigDict', 'read_config', 'weight_files', 'unloadable_reason', 'load_state_dict',
-           'load_tokenizer', 'load_target', 'target_parts', 'DraftLoadReport', 'weight_names', 'DraftSource',
-           'read_draft', 'load_draft', 'speculators_config', 'save_draft', 'Pair', 'load_pair']
+__all__ = ['resolve_path', 'ConfigDict', 'read_config', 'weight_files', 'unloadable_reason', 'load_state_dict', 'load_tokenizer',
+           'load_target', 'DraftLoadReport', 'weight_names', 'DraftSource', 'read_draft', 'load_draft',
+           'speculators_config', 'save_draft', 'Pair', 'load_pair']
 
 # %% ../nbs/01c_loading.ipynb #9766366f
-def zoo_root()->Path:
-    "The folder where the shipped zoo models live."
-    return Path(__file__).parent/'zoo_data'
-
 def resolve_path(path)->Path:
     "Turn `zoo:NAME` or a directory path into a directory, with a clear error when it does not exist."
     s = str(path)
@@ -200,13 +197,6 @@ def load_target(path, # directory with config.json and weights (or a `zoo:NAME`)
     if device_map is None: model.to(device)
     model.eval()
     return model, tok
-
-# %% ../nbs/01c_loading.ipynb #6d0187c7
-def target_parts(model)->dict:
-    "The target's forward pieces by name: embedding, decoder layers, final norm, lm_head."
-    inner = model.get_decoder() if hasattr(model, 'get_decoder') else model.model
-    if not hasattr(inner, 'layers'): inner = model.model   # Llama 4's causal LM: `get_decoder` answers itself, its decoder is `model`
-    return dict(embed=inner.embed_tokens, layers=inner.layers, norm=inner.norm, lm_head=model.get_output_embeddings())
 
 # %% ../nbs/01c_loading.ipynb #a3a9cb29
 @dataclass

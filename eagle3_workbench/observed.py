@@ -8,23 +8,21 @@ import math
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from statistics import NormalDist
-import torch
 from .engines import Engine, SGLANG
 from .findings import Finding
 from .stats import bootstrap_ci, wilson
-from .plotstyle import COLORS
 from .prompts import read_prompts
 from .engine import summarize, run_prompts, SpecSettings
-from .outputs import Observed, read_observed, json_ready, observed_from_requests, acceptance_by_context
+from .outputs import Observed, read_observed, json_ready, observed_from_requests, acceptance_by_context, Trend, acceptance_trend
 from .recording import Recording, is_recording
-from .search import recorded_prompts
+from .scores import recorded_prompts
 from .wiring import resolve_wiring
 from .sglang.compare import pp_stage_findings
 
 # %% auto #0
 __all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'pair_facts',
-           'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'Trend', 'acceptance_trend',
-           'zero_acceptance', 'DeploymentComparison', 'compare_observed', 'comparison_figure', 'compare_deployment']
+           'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'zero_acceptance',
+           'DeploymentComparison', 'compare_observed', 'compare_deployment']
 
 # %% ../nbs/04c_observed.ipynb #4c40a1a5
 def expectation_settings(observed:Observed, # what the deployment printed
@@ -259,93 +257,6 @@ def _length_ci(o:Observed, z:float)->tuple|None:
     sd = math.sqrt(max(0.0, sum((1 + j - mean) ** 2 * h for j, h in enumerate(hist)) / o.drafts))
     return (mean - z * sd / math.sqrt(o.drafts), mean + z * sd / math.sqrt(o.drafts))
 
-# %% ../nbs/04c_observed.ipynb #2f86136b
-@dataclass
-class Trend:
-    "The accept length over a log's time course: a slope within server lifetimes, with its interval."
-    verdict: str                  # 'drifting down', 'no drift' or 'not enough evidence'
-    slope_per_hour: float|None    # accept length change per hour, within lifetimes
-    slope_ci: tuple|None          # its 95% moving-block bootstrap interval
-    lines: int                    # timed acceptance lines
-    lifetimes: int                # server lifetimes (restarts and cache flushes start a new one)
-    span_hours: float             # the longest lifetime's time span
-    resets: list = field(default_factory=list)   # per new lifetime: its first lines' mean minus the previous lifetime's last
-    notes: list = field(default_factory=list)
-
-    @property
-    def change(self)->float|None:
-        "The fitted change over the longest lifetime."
-        return None if self.slope_per_hour is None else self.slope_per_hour * self.span_hours
-
-    def summary(self)->str:
-        if self.slope_per_hour is None: return f"{self.verdict}: {'; '.join(self.notes)}"
-        lo, hi = self.slope_ci
-        back = f"; each new lifetime starts {', '.join(f'{r:+.2f}' for r in self.resets)} above where the last ended" if self.resets else ''
-        return (f"accept length {self.slope_per_hour:+.3f} per hour [{lo:+.3f}, {hi:+.3f}] within server lifetimes ({self.lines} log lines, "
-                f"{self.lifetimes} lifetime(s), the longest {self.span_hours:.2f} h: {self.change:+.2f} over it){back}")
-    def to_json(self)->dict: return json_ready(dict(asdict(self), change=self.change))
-
-# %% ../nbs/04c_observed.ipynb #ec07cd2b
-def _slopes(t, y, w, seg, idx)->torch.Tensor:
-    "Weighted least-squares slope of y on t within segments, for each row of indices `idx` [B, m]."
-    T, Y, W, G = t[idx], y[idx], w[idx], torch.nn.functional.one_hot(seg[idx], int(seg.max()) + 1).double()   # G [B, m, S]
-    sw = (W[..., None] * G).sum(1).clamp_min(1e-12)
-    tb = ((W * T)[..., None] * G).sum(1) / sw
-    yb = ((W * Y)[..., None] * G).sum(1) / sw
-    dt, dy = T - (G * tb[:, None]).sum(-1), Y - (G * yb[:, None]).sum(-1)
-    return (W * dt * dy).sum(-1) / (W * dt * dt).sum(-1).clamp_min(1e-12)
-
-def _t_quantile(p:float, df:int)->float:
-    "Student t quantile from the normal one (Cornish-Fisher, three terms: 2.568 for 2.571 at df 5, 2.228 at df 10)."
-    z = NormalDist().inv_cdf(p)
-    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
-
-def _slope_se(t, y, w, seg, slope:float)->float:
-    "The within-lifetime slope's sandwich (HC1) standard error."
-    G = torch.nn.functional.one_hot(seg, int(seg.max()) + 1).double()
-    sw = (w[:, None] * G).sum(0).clamp_min(1e-12)
-    dt = t - G @ ((w * t) @ G / sw)
-    dy = y - G @ ((w * y) @ G / sw)
-    e, sxx, df = dy - slope * dt, (w * dt * dt).sum(), max(1, len(t) - G.shape[1] - 1)
-    return float(((w * dt * e) ** 2).sum().sqrt() / sxx.clamp_min(1e-12) * math.sqrt(len(t) / df))
-
-def _resets(y, seg)->list:
-    "Per lifetime after the first: mean of its first three lines minus the previous lifetime's last three."
-    out = []
-    for s in range(1, int(seg.max()) + 1):
-        before, after = y[seg == s - 1], y[seg == s]
-        if len(before) and len(after): out.append(float(after[:3].mean() - before[-3:].mean()))
-    return out
-
-# %% ../nbs/04c_observed.ipynb #55306d3c
-def acceptance_trend(observed:Observed, # an output read from a log (`Observed.timeline`)
-                     tol:float=0.1, # a smaller fall over a lifetime never counts
-                     min_lines:int=10, # fewer timed lines: not enough evidence
-                     n:int=2000, seed:int=0, level:float=0.95,
-                    )->Trend:
-    "Does the deployment's accept length fall over time within server lifetimes? A slope with its interval, and the resets."
-    tl = observed.timeline
-    if len(tl) < min_lines: return Trend('not enough evidence', None, None, len(tl), 0, 0.0,
-                                         notes=[f"{len(tl)} timed acceptance lines, at least {min_lines} are needed (a log; other outputs have no time course)"])
-    t = torch.tensor([r['t'] / 3600 for r in tl], dtype=torch.float64)
-    y = torch.tensor([r['accept_length'] for r in tl], dtype=torch.float64)
-    w = torch.tensor([r['weight'] for r in tl], dtype=torch.float64)
-    seg = torch.tensor([r['segment'] for r in tl])
-    spans = [float(t[seg == s].max() - t[seg == s].min()) for s in seg.unique().tolist()]
-    if max(spans) <= 0: return Trend('not enough evidence', None, None, len(tl), len(spans), 0.0, notes=["the lines span no time within a lifetime"])
-    m, L = len(tl), max(1, round(len(tl) ** (1 / 3)))
-    slope = float(_slopes(t, y, w, seg, torch.arange(m)[None])[0])
-    gen, per = torch.Generator().manual_seed(seed), -(-m // L)
-    starts = torch.randint(0, m - L + 1, (n, per), generator=gen)
-    idx = (starts[..., None] + torch.arange(L)).reshape(n, -1)[:, :m]
-    boot = torch.cat([_slopes(t, y, w, seg, idx[i:i + max(1, (1 << 21) // m)]) for i in range(0, n, max(1, (1 << 21) // m))])
-    lo, hi = boot.quantile(torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)).tolist()
-    half = _t_quantile((1 + level) / 2, max(1, m - len(spans) - 1)) * _slope_se(t, y, w, seg, slope)
-    lo, hi = min(lo, slope - half), max(hi, slope + half)   # the wider of the two intervals
-    down = hi < 0 and slope * max(spans) < -tol
-    return Trend('drifting down' if down else 'no drift', slope, (lo, hi), m, len(spans), max(spans), _resets(y, seg))
-
 # %% ../nbs/04c_observed.ipynb #74b01e45
 ZERO_CAUSES = [   # (code, cause, check, how it is told apart): the causes that give exactly zero acceptance
     ('FC_SKIPPED', "fc skipped: an EAGLE-3 draft served as plain EAGLE (SGLang PR #21272)", _algorithm,
@@ -508,28 +419,6 @@ def compare_observed(observed:Observed, expected:Expected,
     return DeploymentComparison(verdict, first, sig, rows, length, observed, expected, level, notes, causes, trend,
                                 zero_acceptance(observed, expected, trend),
                                 acceptance_by_context(observed, lim, level) if (lim := expected.facts.get('draft_positions')) else None)
-
-# %% ../nbs/04c_observed.ipynb #e80de278
-def comparison_figure(cmp:DeploymentComparison, # from `compare_observed`
-                     ): # a plotly Figure
-    "Per-position acceptance, observed vs expected, with intervals; the positions below the expectation marked."
-    import plotly.graph_objects as go
-    rows, fig = cmp.positions, go.Figure()
-    if not rows: raise ValueError(f"{cmp.observed.source}: no per-position counts to plot (accept length only)")
-    x = [r['position'] for r in rows]
-    for side, color, dx in (('expected', COLORS['trained'], -0.06), ('observed', COLORS['wired'], 0.06)):
-        y = [r[side] for r in rows]
-        lo, hi = [r[f'{side}_ci'][0] for r in rows], [r[f'{side}_ci'][1] for r in rows]
-        fig.add_trace(go.Scatter(x=[p + dx for p in x], y=y, mode='lines+markers', name=side, line=dict(color=color),
-                                 error_y=dict(type='data', symmetric=False, array=[h - v for h, v in zip(hi, y)],
-                                              arrayminus=[v - l for v, l in zip(y, lo)])))
-    bad = [r for r in rows if r['below']]
-    if bad: fig.add_trace(go.Scatter(x=[r['position'] + 0.06 for r in bad], y=[r['observed'] for r in bad], mode='markers',
-                                     name='below expectation', marker=dict(symbol='x', size=14, color=COLORS['rejected'])))
-    a = cmp.accept_length
-    fig.update_layout(title=f"{cmp.verdict}: accept length {a['observed']:.2f} observed, {a['expected']:.2f} expected",
-                      xaxis=dict(title='draft position', tickvals=x), yaxis=dict(title='acceptance', range=[0, 1.05]), height=420)
-    return fig
 
 # %% ../nbs/04c_observed.ipynb #955aeb1d
 def _recorded(target)->bool: return isinstance(target, Recording) or isinstance(target, (str, Path)) and is_recording(target)

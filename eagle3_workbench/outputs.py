@@ -6,15 +6,17 @@
 from __future__ import annotations
 import ast, json, math, re
 from datetime import datetime, timedelta
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, replace, asdict
+import torch
 from .engines import Engine, SGLANG, VLLM
+from .stats import pooled_mean, within_slopes, slope_se, t_quantile
 from .sglang.log import text_and_name, read_server_log
 
 # %% auto #0
 __all__ = ['SETTINGS_NAMES', 'MIN_REQUESTS', 'Observed', 'json_ready', 'engine_settings', 'logged_settings',
            'observed_from_requests', 'prometheus_samples', 'read_vllm_metrics', 'vllm_metrics_text',
            'read_vllm_responses', 'read_vllm_log', 'read_sglang_responses', 'read_sglang_server_info',
-           'read_sglang_log', 'read_observed', 'acceptance_by_context']
+           'read_sglang_log', 'read_observed', 'acceptance_by_context', 'Trend', 'acceptance_trend']
 
 # %% ../nbs/04b_outputs.ipynb #55009ba8
 @dataclass
@@ -50,8 +52,8 @@ class Observed:
     def accept_length(self)->float|None:
         "Tokens emitted per verify step, bonus included (SGLang's accept length, vLLM's mean acceptance length)."
         if self.drafts and self.accepted is not None: return 1 + self.accepted / self.drafts
-        n = sum(len(g) for g in self.groups)
-        return sum(map(sum, self.groups)) / n if n else self.reported_accept_length
+        mean = pooled_mean(self.groups)
+        return self.reported_accept_length if mean is None else mean
 
     def to_json(self)->dict:
         return json_ready(dict(engine=self.engine.key if self.engine else 'in-process', source=self.source, drafts=self.drafts, draft_tokens=self.draft_tokens,
@@ -404,7 +406,6 @@ def read_observed(src, # what the deployment printed: a file path (or the text i
 # %% ../nbs/04b_outputs.ipynb #5b8c1416
 MIN_REQUESTS = 5   # per side of the draft's position limit
 
-def _pooled(gs:list)->float|None: return sum(map(sum, gs)) / sum(map(len, gs)) if gs else None
 
 def acceptance_by_context(observed:Observed, limit:int, # the draft's max_position_embeddings
                           level:float=0.95)->dict|None: # None when the output gives no request's context
@@ -413,12 +414,75 @@ def acceptance_by_context(observed:Observed, limit:int, # the draft's max_positi
     if not rows: return None
     within, beyond = [g for c, g in rows if c <= limit], [g for c, g in rows if c > limit]
     edges = [0, limit // 2, limit, 2 * limit, max(c for c, _ in rows) + 1]
-    bins = [dict(context=f"{lo + 1}..{hi}", requests=len(gs), accept_length=_pooled(gs))
+    bins = [dict(context=f"{lo + 1}..{hi}", requests=len(gs), accept_length=pooled_mean(gs))
             for lo, hi in zip(edges, edges[1:]) if hi > lo for gs in [[g for c, g in rows if lo < c <= hi]]]
-    out = dict(limit=limit, within=len(within), beyond=len(beyond), within_accept=_pooled(within), beyond_accept=_pooled(beyond),
+    out = dict(limit=limit, within=len(within), beyond=len(beyond), within_accept=pooled_mean(within), beyond_accept=pooled_mean(beyond),
                difference=None, ci=None, bins=bins, verdict='not enough evidence')
     if min(len(within), len(beyond)) < MIN_REQUESTS: return out
     from eagle3_workbench.stats import unpaired_change   # here: reading an output needs no torch
     diff, *ci = unpaired_change(within, beyond, level=level)
     return dict(out, difference=diff, ci=tuple(ci),
                 verdict='falls beyond the limit' if ci[1] < 0 else 'no drop shown')
+
+# %% ../nbs/04b_outputs.ipynb #2f86136b
+@dataclass
+class Trend:
+    "The accept length over a log's time course: a slope within server lifetimes, with its interval."
+    verdict: str                  # 'drifting down', 'no drift' or 'not enough evidence'
+    slope_per_hour: float|None    # accept length change per hour, within lifetimes
+    slope_ci: tuple|None          # its 95% moving-block bootstrap interval
+    lines: int                    # timed acceptance lines
+    lifetimes: int                # server lifetimes (restarts and cache flushes start a new one)
+    span_hours: float             # the longest lifetime's time span
+    resets: list = field(default_factory=list)   # per new lifetime: its first lines' mean minus the previous lifetime's last
+    notes: list = field(default_factory=list)
+
+    @property
+    def change(self)->float|None:
+        "The fitted change over the longest lifetime."
+        return None if self.slope_per_hour is None else self.slope_per_hour * self.span_hours
+
+    def summary(self)->str:
+        if self.slope_per_hour is None: return f"{self.verdict}: {'; '.join(self.notes)}"
+        lo, hi = self.slope_ci
+        back = f"; each new lifetime starts {', '.join(f'{r:+.2f}' for r in self.resets)} above where the last ended" if self.resets else ''
+        return (f"accept length {self.slope_per_hour:+.3f} per hour [{lo:+.3f}, {hi:+.3f}] within server lifetimes ({self.lines} log lines, "
+                f"{self.lifetimes} lifetime(s), the longest {self.span_hours:.2f} h: {self.change:+.2f} over it){back}")
+    def to_json(self)->dict: return json_ready(dict(asdict(self), change=self.change))
+
+# %% ../nbs/04b_outputs.ipynb #ec07cd2b
+def _resets(y, seg)->list:
+    "Per lifetime after the first: mean of its first three lines minus the previous lifetime's last three."
+    out = []
+    for s in range(1, int(seg.max()) + 1):
+        before, after = y[seg == s - 1], y[seg == s]
+        if len(before) and len(after): out.append(float(after[:3].mean() - before[-3:].mean()))
+    return out
+
+# %% ../nbs/04b_outputs.ipynb #55306d3c
+def acceptance_trend(observed:Observed, # an output read from a log (`Observed.timeline`)
+                     tol:float=0.1, # a smaller fall over a lifetime never counts
+                     min_lines:int=10, # fewer timed lines: not enough evidence
+                     n:int=2000, seed:int=0, level:float=0.95,
+                    )->Trend:
+    "Does the deployment's accept length fall over time within server lifetimes? A slope with its interval, and the resets."
+    tl = observed.timeline
+    if len(tl) < min_lines: return Trend('not enough evidence', None, None, len(tl), 0, 0.0,
+                                         notes=[f"{len(tl)} timed acceptance lines, at least {min_lines} are needed (a log; other outputs have no time course)"])
+    t = torch.tensor([r['t'] / 3600 for r in tl], dtype=torch.float64)
+    y = torch.tensor([r['accept_length'] for r in tl], dtype=torch.float64)
+    w = torch.tensor([r['weight'] for r in tl], dtype=torch.float64)
+    seg = torch.tensor([r['segment'] for r in tl])
+    spans = [float(t[seg == s].max() - t[seg == s].min()) for s in seg.unique().tolist()]
+    if max(spans) <= 0: return Trend('not enough evidence', None, None, len(tl), len(spans), 0.0, notes=["the lines span no time within a lifetime"])
+    m, L = len(tl), max(1, round(len(tl) ** (1 / 3)))
+    slope = float(within_slopes(t, y, w, seg, torch.arange(m)[None])[0])
+    gen, per = torch.Generator().manual_seed(seed), -(-m // L)
+    starts = torch.randint(0, m - L + 1, (n, per), generator=gen)
+    idx = (starts[..., None] + torch.arange(L)).reshape(n, -1)[:, :m]
+    boot = torch.cat([within_slopes(t, y, w, seg, idx[i:i + max(1, (1 << 21) // m)]) for i in range(0, n, max(1, (1 << 21) // m))])
+    lo, hi = boot.quantile(torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)).tolist()
+    half = t_quantile((1 + level) / 2, max(1, m - len(spans) - 1)) * slope_se(t, y, w, seg, slope)
+    lo, hi = min(lo, slope - half), max(hi, slope + half)   # the wider of the two intervals
+    down = hi < 0 and slope * max(spans) < -tol
+    return Trend('drifting down' if down else 'no drift', slope, (lo, hi), m, len(spans), max(spans), _resets(y, seg))

@@ -19,7 +19,7 @@ __all__ = ['TARGET_POINTS', 'DRAFT_POINTS', 'MODULE_POINTS', 'POINTS', 'RESID_SP
 # %% ../nbs/00e_points.ipynb #481a15dd
 class Point(NamedTuple):
     "One fixed hook point: where the in-process capture reads it, its place in the pipeline, and what it is."
-    module: str   # target: a `loading.target_parts` key; draft: a `get_submodule` path in `Eagle3Draft`
+    module: str   # target: a `target.target_parts` key; draft: a `get_submodule` path in `Eagle3Draft`
     read: str     # 'in': the module's first input (forward pre-hook); 'out': the first tensor of its output (forward hook)
     stage: float  # place along the pipeline, target embedding to draft logits: figures list points in this order
     doc: str      # what the tensor is
@@ -75,10 +75,10 @@ def resid_indices(inside:str, # what is between the brackets of target.resid[...
     return ks
 
 # %% ../nbs/00e_points.ipynb #ec8e1c6c
-LAYER_MLP = re.compile(r'module:target:(?:.+\.)?layers\.(\d+)\.mlp')   # decoder layer k's MLP output: its output without the residual
+LAYER_MLP = re.compile(r'module:target:(?:.+\.)?layers\.(\d+)\.mlp(?:\.down_proj)?')   # decoder layer k's MLP output (its down_proj's, as a tensor dump names it): its output without the residual
 
 def mlp_layer(point:str)->int|None:
-    "The layer k of a `module:target:...layers.{k}.mlp` point (layer k's output without its residual), or None."
+    "The layer k of a `module:target:...layers.{k}.mlp` (or `.mlp.down_proj`) point (layer k's output without its residual), or None."
     m = LAYER_MLP.fullmatch(point)
     return int(m[1]) if m else None
 

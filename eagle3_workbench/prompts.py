@@ -15,7 +15,7 @@ def read_prompts(path=None, # a .jsonl file ({"prompt": ...} per line), a .txt f
                  n:int|None=None, # keep the first `n`
                 )->list:
     "Prompts from a file, or the zoo's held-out prompts."
-    if path is None: from eagle3_workbench.loading import zoo_root   # here: a prompt file is checked without torch (the CLI's bad input)
+    if path is None: from eagle3_workbench.target import zoo_root   # here: a prompt file is checked without torch (the CLI's bad input)
     p = Path(path) if path is not None else zoo_root()/'prompts.jsonl'
     if not p.is_file(): raise FileNotFoundError(f"{p}: no such prompt file")
     try: lines = [l for l in p.read_text(encoding='utf-8').splitlines() if l.strip()]

@@ -8,7 +8,7 @@ import hashlib, json, mmap, os, struct
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
-from .loading import target_parts
+from .target import target_parts
 from .teacher import resid_forward, cache_kw
 
 # %% auto #0
@@ -47,7 +47,7 @@ class MappedSafetensors:
 
 # %% ../nbs/02i_recording.ipynb #9dbe8c00
 class _StandIn:
-    "What `loading.target_parts` asks of a target, for a recording: the borrowed embedding and head, and N layer slots."
+    "What `target.target_parts` asks of a target, for a recording: the borrowed embedding and head, and N layer slots."
     def __init__(self, rec, dtype):
         from types import SimpleNamespace
         e, h = rec.embedding(), rec.lm_head()
@@ -124,7 +124,7 @@ class Recording:
             if s['tokens'] >= len(ids) and torch.equal(self.tokens(i)[:len(ids)].long(), ids): return i
         return None
     def stand_in(self, dtype=torch.float32)->_StandIn:
-        "What `loading.target_parts` reads of a target (the borrowed embedding and head, N layer slots), for loading a draft against it."
+        "What `target.target_parts` reads of a target (the borrowed embedding and head, N layer slots), for loading a draft against it."
         if dtype not in self._parts: self._parts[dtype] = _StandIn(self, dtype)
         return self._parts[dtype]
     def get_decoder(self): return self.stand_in().get_decoder()                  # so `target_parts(recording)` answers

@@ -4,134 +4,21 @@
 
 # %% ../nbs/04_search.ipynb #5e0a1c04
 from __future__ import annotations
-import hashlib, itertools, json, math, os
-from dataclasses import dataclass, fields
-from pathlib import Path
+import itertools, math
+from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from .draft import DraftCache
-from .loading import target_parts
-from .records import fingerprint
 from .teacher import ttt_forward
-from .recording import Recording, record, open_recording, RecordingWriter
-from .engine import SpecSettings, summarize
-from .stats import paired_change
+from .recording import Recording
+from .scores import kept_scores, read_kept, keep_scores
+from .stats import paired_change, paired_gain, beats, tied, holm_threshold, tokens_to_separate, ALPHA
 from .variants import served_draft
 
 # %% auto #0
-__all__ = ['CACHE_ENV', 'ALPHA', 'MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS',
-           'SCREEN_FROM', 'FINALISTS', 'target_fingerprint', 'token_ids', 'target_pass', 'recorded_prompts',
-           'draft_fingerprint', 'kept_scores', 'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings',
-           'paired_gain', 'Sweep', 'wiring_sweep', 'holm_threshold', 'beats', 'tied', 'enough_evidence', 'sweep_rows',
-           'variant_impact', 'chain_accepts', 'accept_lengths']
-
-# %% ../nbs/04_search.ipynb #e8a4269b
-_PASSES = []   # the last few (key, Recording) recorded in memory: repeated diagnoses of one target reuse its pass
-CACHE_ENV = 'EAGLE3_RECORDING_CACHE'   # a folder where in-process passes are kept across processes
-
-def target_fingerprint(target)->str:
-    "Who a loaded target is, cheaply: its config, and fingerprints of its embedding, head and every layer's first weight."
-    parts = target_parts(target)
-    ts = [parts['embed'].weight, parts['lm_head'].weight] + [next(l.parameters()) for l in parts['layers']]
-    cfg = json.dumps(target.config.to_dict(), sort_keys=True, default=str)
-    return hashlib.sha256((cfg + ''.join(fingerprint(t) for t in ts)).encode()).hexdigest()[:20]
-
-def token_ids(tokenizer, prompts:list)->list:
-    "Each prompt as token ids (texts tokenised without special tokens)."
-    return [tokenizer(p, add_special_tokens=False)['input_ids'] if isinstance(p, str) else [int(t) for t in p] for p in prompts]
-
-def _cached(key:str, make)->Recording:
-    "A recording by key: kept in memory (the last four), and in $EAGLE3_RECORDING_CACHE when set."
-    for k, r in _PASSES:
-        if k == key: return r
-    folder = Path(os.environ[CACHE_ENV])/key if os.environ.get(CACHE_ENV) else None
-    rec = None
-    if folder is not None and (folder/'manifest.json').is_file():
-        try: rec = open_recording(folder, verify=False)
-        except ValueError: rec = None   # unfinished or damaged: made again
-    if rec is None:
-        rec = make(None)
-        if folder is not None: _keep_on_disk(rec, folder)
-    rec.key = key   # the scores kept on it are found by this name (`kept_scores`)
-    _PASSES[:] = _PASSES[-3:] + [(key, rec)]
-    return rec
-
-def _keep_on_disk(rec:Recording, folder:Path):
-    "Write an in-memory recording into the cache folder under a temporary name, then rename it (another process may race)."
-    tmp = folder.parent/f"{folder.name}.tmp-{os.getpid()}"
-    w = RecordingWriter(tmp, dict(rec.manifest, complete=False, sequences=[], shards=[]))
-    for n in range(len(rec.shards)):
-        rows = [i for i, s in enumerate(rec.sequences) if s['shard'] == n]
-        w.add([dict(tokens=rec.tokens(i), greedy=rec.greedy(i), logits=rec.logits(i), prompt_tokens=rec.prompt_len(i),
-                    kind=rec.sequences[i]['kind'], resid={k: rec.resid(k, i) for k in rec.layers}) for i in rows])
-    w.finish({k: rec.borrowed.get(k) for k in rec.borrowed.keys()} if rec.borrowed is not None else {})
-    try: os.replace(tmp, folder)
-    except OSError: import shutil; shutil.rmtree(tmp, ignore_errors=True)   # another process kept it first
-
-def target_pass(pair, # a `Pair`: its target loaded, or a recording
-                prompts:list, # texts or token-id lists
-                continuation:int=0, # greedy continuation each prompt needs recorded (accept length); 0: the prompts alone
-               )->tuple: # (Recording, the sequence of each prompt in it)
-    "The target's recorded pass on `prompts`: the pair's own recording, or recorded now in memory (and kept)."
-    ids = token_ids(pair.tokenizer, prompts) if pair.tokenizer is not None else [list(p) for p in prompts]
-    rec = pair.target if isinstance(pair.target, Recording) else None
-    if rec is None:
-        key = hashlib.sha256(json.dumps([target_fingerprint(pair.target), ids, continuation]).encode()).hexdigest()[:24]
-        rec = _cached(key, lambda out: record(pair.target, ids, out=out, tokenizer=pair.tokenizer, max_new_tokens=continuation))
-    seqs = []
-    for n, p in enumerate(ids, 1):
-        i = next((i for i, s in enumerate(rec.sequences) if s['prompt_tokens'] == len(p) and rec.tokens(i)[:len(p)].tolist() == p), None)
-        if i is None: raise ValueError(f"prompt {n} is not in the recording {rec.folder or ''}: record it, or diagnose the recorded prompts")
-        if rec.sequences[i]['tokens'] - len(p) < continuation:
-            raise ValueError(f"prompt {n}: the recording holds {rec.sequences[i]['tokens'] - len(p)} continuation tokens, "
-                             f"{continuation} are needed (record with --max-new-tokens {continuation} or more)")
-        seqs.append(i)
-    return rec, seqs
-
-def recorded_prompts(rec:Recording)->list:
-    "The prompts a recording holds, as token ids (its sequences of kind 'prompt')."
-    return [rec.tokens(i)[:s['prompt_tokens']].tolist() for i, s in enumerate(rec.sequences) if s['kind'] == 'prompt']
-
-# %% ../nbs/04_search.ipynb #6d9f211c
-def _computes_with(m:torch.nn.Module, name:str='', seen=None):
-    "(name, module or tensor) for everything a module computes with: its parameters, buffers and submodules, and the modules and tensors it holds as plain attributes (the target's embedding the loader shares), each once."
-    seen = set() if seen is None else seen
-    if id(m) in seen: return
-    seen.add(id(m)); yield name, m
-    for k, v in itertools.chain(m._parameters.items(), m._buffers.items(), vars(m).items()):
-        if isinstance(v, torch.Tensor): yield f"{name}{k}", v
-    for k, v in itertools.chain(m._modules.items(), vars(m).items()):
-        if isinstance(v, torch.nn.Module): yield from _computes_with(v, f"{name}{k}.", seen)
-
-def draft_fingerprint(draft)->str:
-    "Who a draft is to its scores: its config's fields (not the file's keys), its modules and every tensor it computes with, exactly."
-    cfg = {f.name: getattr(draft.config, f.name) for f in fields(draft.config) if f.name != 'raw'}
-    parts = [f"{n}={fingerprint(v) if isinstance(v, torch.Tensor) else type(v).__name__}" for n, v in _computes_with(draft)]
-    return hashlib.sha256((json.dumps(cfg, sort_keys=True, default=str) + ' '.join(parts)).encode()).hexdigest()[:20]
-
-def kept_scores(rec:Recording, draft, seqs:list, batch_tokens:int)->Path|None:
-    "The folder of a table's kept scores (under $EAGLE3_RECORDING_CACHE), or None: the variable unset, or a recording without a key."
-    if not os.environ.get(CACHE_ENV) or rec.key is None: return None
-    from eagle3_workbench import __version__
-    key = hashlib.sha256(json.dumps([__version__, rec.key, draft_fingerprint(draft), list(seqs), batch_tokens]).encode()).hexdigest()[:24]
-    return Path(os.environ[CACHE_ENV])/'scores'/key
-
-def _kept_file(folder:Path, w:tuple)->Path: return folder/('_'.join('x' if k is None else str(k) for k in w) + '.pt')
-
-def _read_kept(table, w:tuple)->bool:
-    "Fill the table's row of wiring `w` from its kept scores, if another table kept them."
-    if table.kept is None or not (f := _kept_file(table.kept, w)).is_file(): return False
-    d = torch.load(f, weights_only=True)
-    table.rows[w] = d['fit'], d['hits']
-    return True
-
-def _keep(table, w:tuple):
-    "Keep the table's row of wiring `w` for other processes (written under a temporary name, then renamed)."
-    if table.kept is None: return
-    f = _kept_file(table.kept, w); f.parent.mkdir(parents=True, exist_ok=True)
-    tmp = f.with_name(f"{f.name}.{os.getpid()}")
-    torch.save(dict(fit=table.rows[w][0].clone(), hits=table.rows[w][1].clone()), tmp)   # clones: not the whole group's storage
-    os.replace(tmp, f)
+__all__ = ['MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'SCREEN_FROM', 'FINALISTS',
+           'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'Sweep', 'wiring_sweep',
+           'enough_evidence', 'sweep_rows', 'variant_impact']
 
 # %% ../nbs/04_search.ipynb #b5f000d8
 class AgreementTable:
@@ -210,7 +97,7 @@ class AgreementTable:
     @torch.no_grad()
     def score_many(self, wirings:list)->list: # per wiring: (fit [m], agreeing positions [m]), float64
         "Per wiring and prompt, the draft's fit to the target (summed sum_v p log q) and its top-1 agreement count; kept per wiring."
-        todo = [w for w in dict.fromkeys(tuple(w) for w in wirings) if w not in self.rows and not _read_kept(self, w)]
+        todo = [w for w in dict.fromkeys(tuple(w) for w in wirings) if w not in self.rows and not read_kept(self, w)]
         d, m = self.draft, len(self.positions)
         for g in range(0, len(todo), self.group):
             ws = todo[g:g + self.group]
@@ -226,7 +113,7 @@ class AgreementTable:
                 lse = top + (logits - top[..., None]).exp_().sum(-1).log_()
                 fit[:, B['idx']] = ((torch.einsum('btv,nbtv->nbt', B['p'], logits) - lse) * B['valid']).sum(-1).double()
                 hits[:, B['idx']] = ((d.to_target_ids(arg) == B['greedy']) & B['valid']).sum(-1).double()
-            for i, w in enumerate(ws): self.rows[w] = fit[i], hits[i]; _keep(self, w)
+            for i, w in enumerate(ws): self.rows[w] = fit[i], hits[i]; keep_scores(self, w)
         return [self.rows[tuple(w)] for w in wirings]
 
     def score(self, wiring)->tuple: return self.score_many([wiring])[0]   # (fit [m], agreeing positions [m])
@@ -264,7 +151,6 @@ def agreement_table(rec:Recording, draft, seqs:list)->AgreementTable:
     return t
 
 # %% ../nbs/04_search.ipynb #90d52662
-ALPHA = 0.01                         # family-wise false-alarm level of the search's verdict (Holm over the candidates)
 MIN_PROMPTS, MIN_TOKENS = 8, 500     # the minimum evidence, chosen from the doctor's calibration
 EXHAUSTIVE_LIMIT = 1000   # every ascending choice up to this many (N = 19 for 3 chunks); beyond, a coordinate search
 STARTS = ('configured', 'trained (dump)', 'engines default')   # the seeds a coordinate search starts from
@@ -347,14 +233,6 @@ def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `Agreem
     return {w: l for w, l in tried.items() if w in keep}, how + f", explored on a screen; its best {finalists} and the seeds scored on every prompt", len(tried)
 
 # %% ../nbs/04_search.ipynb #28aeea46
-def paired_gain(a:torch.Tensor, b:torch.Tensor, # per-prompt sums ([m], or [K, m] for K comparisons), of the same prompts
-                positions:torch.Tensor)->tuple: # (gain per position, standard error, z), each [K] or a scalar tensor
-    "a's gain over b per position, prompts as the unit: the ratio estimator's paired standard error."
-    d, n, m = a - b, positions, positions.shape[-1]
-    g = d.sum(-1) / n.sum()
-    se = ((d - g[..., None] * n).pow(2).sum(-1) * m / max(m - 1, 1)).sqrt() / n.sum()
-    return g, se, torch.where(g == 0, torch.zeros_like(g), g / se.clamp_min(1e-12))
-
 @dataclass
 class Sweep:
     "The wiring search's evidence: for each candidate and held-out prompt, the positions where draft and target agree."
@@ -384,6 +262,18 @@ class Sweep:
     def paired(self, ref:int)->tuple: # (gain [K], standard error [K], z [K])
         "Each candidate's fit minus candidate `ref`'s per position, paired on the same prompts."
         return paired_gain(self.fit, self.fit[ref], self.positions)
+
+    def beating(self, ref:int, alpha:float=ALPHA)->list:
+        "Indices of the candidates whose paired gain over candidate `ref` survives Holm's correction over the family, best fit first."
+        return sorted(beats(self.paired(ref)[2], ref, self.family, alpha), key=lambda i: -float(self.mean_fit[i]))
+
+    def tied_with(self, rec:int, alpha:float=ALPHA, most:int=10)->list:
+        "Candidates the evidence cannot tell from candidate `rec`, closest first: paired fit gain, z and about how many more tokens would separate them."
+        g, _, z = self.paired(rec)
+        zt = holm_threshold(self.family - 1, alpha)
+        out = [dict(resid_layers=list(self.wirings[i]), gain=round(float(g[i]), 4), z=round(float(z[i]), 2),
+                    more_tokens=tokens_to_separate(float(z[i]), zt, self.tokens)) for i in tied(z, rec, self.family, alpha)]
+        return sorted(out, key=lambda r: -r['gain'])[:most]
 
     def se(self)->torch.Tensor:
         "Each candidate's agreement's standard error over prompts."
@@ -426,30 +316,6 @@ def wiring_sweep(table:AgreementTable, n_layers:int, seeds:dict, # label -> wiri
                  table.positions[idx], how, explored)
 
 # %% ../nbs/04_search.ipynb #4ed0e14e
-def holm_threshold(k:int, alpha:float=ALPHA)->float:
-    "The one-sided z a gain must pass when it is the strongest of k comparisons (Holm's first step)."
-    return float(torch.special.ndtri(torch.tensor(1 - alpha / max(k, 1), dtype=torch.float64)))
-
-def beats(sw:Sweep, ref:int, alpha:float=ALPHA)->list:
-    "Indices of the candidates whose paired gain over candidate `ref` survives Holm's correction over the other K - 1, best fit first."
-    g, se, z = sw.paired(ref)
-    p = 0.5 * torch.erfc(z / math.sqrt(2)); p[ref] = 1.0   # one-sided p-values
-    M, out = sw.family - 1, []
-    for r, i in enumerate(p.argsort().tolist()[:M]):
-        if p[i] > alpha / (M - r): break
-        out.append(i)
-    return sorted(out, key=lambda i: -float(sw.mean_fit[i]))
-
-def tied(sw:Sweep, rec:int, alpha:float=ALPHA, most:int=10)->list:
-    "Candidates the evidence cannot tell from candidate `rec`, closest first: paired fit gain, z and about how many more tokens would separate them."
-    g, se, z = sw.paired(rec)
-    zt, out = holm_threshold(sw.family - 1, alpha), []
-    for i in (z.abs() < zt).nonzero().flatten().tolist():
-        if i == rec: continue
-        more = None if float(z[i]) == 0 else int(sw.tokens * ((zt / float(z[i])) ** 2 - 1))
-        out.append(dict(resid_layers=list(sw.wirings[i]), gain=round(float(g[i]), 4), z=round(float(z[i]), 2), more_tokens=more))
-    return sorted(out, key=lambda r: -r['gain'])[:most]
-
 def enough_evidence(sw:Sweep|None)->bool:
     "At least MIN_PROMPTS prompts and MIN_TOKENS scored positions."
     return sw is not None and sw.prompts >= MIN_PROMPTS and sw.tokens >= MIN_TOKENS
@@ -486,68 +352,3 @@ def variant_impact(table:AgreementTable, engine, # the table of the draft as tra
     return dict(steps=steps, prompts=len(pos), tokens=int(pos[:, 0].sum()), as_trained=round(rate(a), 4), as_served=round(rate(b), 4),
                 difference=round(est, 4), ci=[round(lo, 4), round(hi, 4)],
                 per_step=[round(float((b - a)[:, k].sum() / pos[:, k].sum().clamp_min(1)), 4) for k in range(steps)], changes=changes)
-
-# %% ../nbs/04_search.ipynb #4050c0b6
-@torch.no_grad()
-def chain_accepts(rec:Recording, draft, seqs:list, # the recorded sequences (prompt + greedy continuation)
-                  wiring, steps:int=5, # the chain drafted per cycle (speculative_num_steps)
-                  max_new_tokens:int=24, # stop once this many tokens were emitted, as `Session.run` does
-                  eos:int|None=None, batch_tokens:int=2048)->list: # per sequence: the accept length of each cycle
-    "Every cycle's chain accept length under greedy decoding, computed with the draft alone from a recording."
-    out, order, i = {}, sorted(range(len(seqs)), key=lambda q: rec.sequences[seqs[q]]['tokens']), 0
-    limit = rec.target.get('max_position_embeddings') or 1 << 30
-    while i < len(order):
-        j = i + 1
-        while j < len(order) and (j + 1 - i) * rec.sequences[seqs[order[j]]]['tokens'] <= batch_tokens: j += 1
-        idx = order[i:j]; T = rec.sequences[seqs[idx[-1]]]['tokens']
-        x, feats = torch.zeros(len(idx), T, dtype=torch.long), []
-        dt = next(draft.parameters()).dtype
-        for r, q in enumerate(idx): x[r, :rec.sequences[seqs[q]]['tokens']] = rec.tokens(seqs[q])
-        for k in wiring:
-            f = torch.zeros(len(idx), T, rec.hidden_size, dtype=dt)
-            if k is not None:
-                for r, q in enumerate(idx): f[r, :rec.sequences[seqs[q]]['tokens']] = rec.resid(k, seqs[q]).to(dt)
-            feats.append(f)
-        pred = [draft.to_target_ids(lg.argmax(-1)) for lg in ttt_forward(draft, torch.cat(feats, -1), x, steps)]   # step k at t: token t + 2 + k
-        for r, q in enumerate(idx):
-            n, P = rec.sequences[seqs[q]]['tokens'], rec.prompt_len(seqs[q])
-            toks, t, cycles = x[r, :n].tolist(), P - 1, []
-            have, top = P + 1, min(limit, n)   # tokens after extend: the prompt and the pending one
-            while have - (P + 1) < max_new_tokens and (eos is None or eos not in toks[P:have]) and have + steps + 2 <= top:
-                a = 0
-                while a < steps and int(pred[a][r, t]) == toks[t + 2 + a]: a += 1
-                cycles.append(a + 1); t += a + 1; have += a + 1
-            out[q] = cycles
-        i = j
-    return [out[q] for q in range(len(seqs))]
-
-# %% ../nbs/04_search.ipynb #4b44439e
-def _paired_accept(before:list, after:list, n:int=2000, seed:int=0)->dict:
-    "Accept length after minus before, paired per prompt, with a bootstrap interval over prompts and a label."
-    tot = lambda runs: torch.tensor([[sum(run), max(len(run), 1)] for run in runs], dtype=torch.float64)
-    est, lo, hi = paired_change(tot(after), tot(before), n, seed)
-    return dict(gain=round(est, 3), ci=[round(lo, 3), round(hi, 3)], prompts=len(after),
-                label='better' if lo > 0 else 'worse' if hi < 0 else 'within noise')
-
-def accept_lengths(source, # (a, b) -> (Recording, sequences) of prompts a..b-1 with greedy continuations (e.g. `target_pass` on a slice)
-                   m:int, # how many prompts `source` has
-                   draft, configured, # the draft; the wiring fed, or None when it cannot run
-                   recommended, # the wiring to recommend
-                   n_prompts:int=8, tokens:int=24,
-                   max_prompts:int=32, # double the prompts up to this many while the paired change is within noise
-                   eos:int|None=None)->dict:
-    "Chain accept length before / after the fix on the same prompts: {'before', 'after', 'change' (paired), 'setup'}."
-    steps = SpecSettings().speculative_num_steps
-    run = lambda rec, ps, w: chain_accepts(rec, draft, ps, w, steps, tokens, eos)
-    same = configured is not None and tuple(configured) == tuple(recommended)
-    k, before, after, change = min(n_prompts, m), [], [], None
-    while True:
-        rec, ps = source(len(after), k)   # only the prompts not run yet: a live target records just these
-        after += run(rec, ps, recommended)
-        if configured is not None: before += after[-len(ps):] if same else run(rec, ps, configured)
-        if configured is None or same: break
-        change = _paired_accept(before, after)
-        if change['label'] != 'within noise' or k >= min(max_prompts, m): break
-        k = min(2 * k, max_prompts, m)
-    return dict(before=summarize(before, steps) if before else None, after=summarize(after, steps), change=change,
-                setup=f"chain of {steps} steps, the first {k} prompts x {tokens} tokens, paired")

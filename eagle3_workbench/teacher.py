@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 from .draft import DraftCache, Eagle3Draft
-from .loading import target_parts
+from .target import target_parts
 
 # %% auto #0
 __all__ = ['ResidStates', 'resid_forward', 'aux_features', 'cache_kw', 'ttt_forward', 'agreement_per_window']

@@ -11,7 +11,7 @@ from .capture import Capture, layer_mlp_points, fc_input_sources
 from .points import phase_pair, phase_key, point_key
 from .engine import Session, ExtendResult, VerifyResult
 from .recording import Recording
-from .search import recorded_prompts
+from .scores import recorded_prompts
 from .conventions import parse_wiring, format_wiring
 from .engines import Engine, ENGINE_NAMES, RESID
 from .wiring import wiring_from_ids, engine_reading

@@ -4,23 +4,23 @@
 
 # %% ../nbs/01f_zoo.ipynb #0fc99f20
 from __future__ import annotations
-import json, math, os, sys, sysconfig, time, zlib, argparse
-from dataclasses import dataclass, asdict, field
+import json, math, sysconfig, time, zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 from .draft import Eagle3Draft, DraftConfig
-from .loading import save_draft, load_draft, load_target, target_parts, zoo_root
+from .loading import save_draft, load_draft, load_target
+from .target import target_parts, zoo_root
 from .conventions import from_resid, default_resid_layers
 from .teacher import aux_features, ttt_forward, agreement_per_window
 
 # %% auto #0
-__all__ = ['EOS', 'PAIRS', 'OFFDEFAULT', 'DEEP', 'DEEP_YARN', 'DEEP_HUB_KEYS', 'MEASURED', 'corpus_files', 'train_tokenizer',
-           'encode_files', 'target_configs', 'draft_config', 'train_target', 'vocab_mapping', 'target_features',
-           'train_draft', 'teacher_forced_agreement', 'wrong_wirings', 'heldout_windows', 'heldout_prompts',
-           'write_training_dump', 'ZooRecipe', 'ship_draft', 'build_pair', 'offdefault_resid', 'build_offdefault_draft',
-           'deep_target_config', 'deep_resid', 'build_deep_pair', 'build_zoo', 'write_card', 'zoo_card', 'zoo_listing',
-           'main']
+__all__ = ['EOS', 'PAIRS', 'OFFDEFAULT', 'DEEP', 'DEEP_YARN', 'DEEP_HUB_KEYS', 'corpus_files', 'train_tokenizer', 'encode_files',
+           'target_configs', 'draft_config', 'train_target', 'vocab_mapping', 'target_features', 'train_draft',
+           'teacher_forced_agreement', 'wrong_wirings', 'heldout_windows', 'heldout_prompts', 'write_training_dump',
+           'ZooRecipe', 'ship_draft', 'build_pair', 'offdefault_resid', 'build_offdefault_draft', 'deep_target_config',
+           'deep_resid', 'build_deep_pair']
 
 # %% ../nbs/01f_zoo.ipynb #d393faf6
 def corpus_files(limit:int|None=None, # keep only the first `limit` files (miniature builds)
@@ -384,198 +384,3 @@ def build_deep_pair(out=None, # the zoo folder (its tiny-dsv3 gives the tokenize
     for k in ('target_steps', 'draft_steps', 'target_batch'): c['recipe'].setdefault(k, {})[name] = getattr(recipe, k)[name]
     (out/'corpus.json').write_text(json.dumps(c, indent=1))
     return {name: tlog, dname: dlog}
-
-# %% ../nbs/01f_zoo.ipynb #024c1e63
-def build_zoo(out=None, # output folder; default: the package's zoo_data
-              recipe:ZooRecipe|None=None,
-              only:list|None=None, # target names to build (default: all): keys of `PAIRS` and `DEEP`
-              reuse_targets:bool=False, # keep already trained targets (their train_log.json) and train only the drafts
-             )->dict:
-    "Build tokenizer, targets, drafts (the off-default one too), the 61-layer pair, prompts, the training dumps and the zoo card; returns the build log."
-    t0 = time.perf_counter()
-    recipe = recipe or ZooRecipe()
-    out = Path(out) if out else zoo_root()
-    if blocked := next((p for p in [out, *out.parents] if p.exists() and not p.is_dir()), None):
-        raise ValueError(f"{out}: cannot write the zoo there: {blocked} is a file, not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(0)
-    train_files, held_files = corpus_files(recipe.file_limit)
-    tok = train_tokenizer(train_files, recipe.vocab_size)
-    train_ids, held_ids = encode_files(tok, train_files), encode_files(tok, held_files)
-    prompts = heldout_prompts(held_files, n=8 if recipe.quick else 48)
-    (out/'prompts.jsonl').write_text(''.join(json.dumps({'prompt': p}) + '\n' for p in prompts))
-    d2t, t2d = vocab_mapping(train_ids, len(tok), recipe.draft_vocab)
-    windows = heldout_windows(held_ids, 8 if recipe.quick else 64, 64 if recipe.quick else 128)
-    corpus = dict(train_files=len(train_files), heldout_files=len(held_files), train_tokens=len(train_ids), heldout_tokens=len(held_ids))
-    (out/'corpus.json').write_text(json.dumps(dict(corpus, recipe=asdict(recipe), python=sys.version.split()[0], torch=torch.__version__), indent=1))
-    for name in [n for n in only or PAIRS if n in PAIRS]:
-        build_pair(name, out, tok, train_ids, windows, prompts, d2t, t2d, recipe, reuse_target=reuse_targets)
-    for dname, (name, _) in OFFDEFAULT.items():
-        if name in (only or PAIRS): build_offdefault_draft(out, recipe, name=dname, in_whole_build=not only and not reuse_targets)
-    for name in [n for n in only or DEEP if n in DEEP]:
-        build_deep_pair(out, recipe, name=name, in_whole_build=not only and not reuse_targets, tok=tok)
-    c = json.loads((out/'corpus.json').read_text())
-    c['build'] = dict(seconds=round(time.perf_counter() - t0, 1), threads=torch.get_num_threads(), cores=os.cpu_count(),
-                      whole=not only and not reuse_targets)   # only a whole build answers "how long does the zoo take"
-    (out/'corpus.json').write_text(json.dumps(c, indent=1))
-    return write_card(out)
-
-# %% ../nbs/01f_zoo.ipynb #9ae62b61
-def _draft_entry(d:dict, target:str)->dict:
-    return dict(target=target, trainable_params=d['params'], resid_layers=d['resid_layers'], config_ids=d['config_ids'],
-                convention=d['convention'], train=d, heldout_agreement=d['heldout_agreement'])
-
-def _target_entry(d:Path, shape:bool=False)->dict:
-    "A target's build-log entry: its training log, parameters, layers, hidden size (and with `shape`, what makes it DeepSeek-V3-like)."
-    from safetensors import safe_open
-    cfg = json.loads((d/'config.json').read_text())
-    with safe_open(str(d/'model.safetensors'), 'pt') as f: params = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
-    e = dict(train=json.loads((d/'train_log.json').read_text()), params=params, layers=cfg['num_hidden_layers'], hidden=cfg['hidden_size'])
-    if shape: e['shape'] = {k: cfg.get(k) for k in ('q_lora_rank', 'kv_lora_rank', 'qk_nope_head_dim', 'qk_rope_head_dim', 'v_head_dim',
-                                                    'num_attention_heads', 'first_k_dense_replace', 'n_routed_experts', 'num_experts_per_tok',
-                                                    'n_shared_experts', 'max_position_embeddings', 'rope_scaling')}
-    return e
-
-MEASURED = '\n## Accept length on held-out prompts\n'   # the section `benchmarks/zoo_quality.py` appends to the card
-
-def write_card(out, keep_measured:bool=False, # keep the card's measured section: right only when the models it measures are unchanged
-              )->dict:
-    "Collect the per-model logs into build_log.json and write the zoo card ZOO.md (when every pair and extra draft is built)."
-    out = Path(out)
-    c = json.loads((out/'corpus.json').read_text())
-    log = dict(recipe=c.pop('recipe'), python=c.pop('python'), torch=c.pop('torch'), build=c.pop('build', None), corpus=c, models={})
-    for name, (dname, _) in PAIRS.items():
-        if not (out/dname/'train_log.json').exists(): return log
-        log['models'][name] = _target_entry(out/name)
-        log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
-    for dname, (name, _) in OFFDEFAULT.items():
-        if not (out/dname/'train_log.json').exists(): return log
-        log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
-    for name, (dname, _) in DEEP.items():
-        if not (out/dname/'train_log.json').exists(): return log
-        log['models'][name] = _target_entry(out/name, shape=True)
-        log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
-    (out/'build_log.json').write_text(json.dumps(log, indent=1))
-    old = (out/'ZOO.md').read_text() if (out/'ZOO.md').exists() else ''
-    kept = MEASURED + old.split(MEASURED, 1)[1] if keep_measured and MEASURED in old else ''
-    (out/'ZOO.md').write_text(zoo_card(log).rstrip('\n') + ('\n' + kept if kept else ''))
-    return log
-
-# %% ../nbs/01f_zoo.ipynb #14f3060c
-def _draft_lines(d:dict, conv:str)->list:
-    "A draft's line and agreement table on the zoo card."
-    return [f"- draft: {d['trainable_params']:,} parameters; trained on resid{d['resid_layers']} "
-            f"(config ids {d['config_ids']}, {conv} convention); {d['train']['steps']} steps with "
-            f"{d['train']['ttt_steps']} unrolled training-time-test steps, final loss {d['train']['final_loss']:.3f}, {d['train']['seconds']} s",
-            '', '| wiring | held-out top-1 agreement per draft step |', '|---|---|',
-            *[f"| {w} | {' / '.join(f'{a:.3f}' for a in accs)} |" for w, accs in d['heldout_agreement'].items()], '']
-
-def zoo_card(log:dict)->str:
-    "The zoo card: architecture, sizes, recipe, trained aux layers and measured quality."
-    L = ['# The eagle3-workbench zoo', '',
-         f"Built with Python {log['python']}, torch {log['torch']}; corpus: the Python standard library "
-         f"({log['corpus']['train_files']} training files, {log['corpus']['train_tokens']:,} tokens; "
-         f"{log['corpus']['heldout_files']} held-out files, {log['corpus']['heldout_tokens']:,} tokens). "
-         'Weights stored in bfloat16; the loaders upcast to float32. Recipe: AdamW (betas 0.9/0.95), cosine schedule with '
-         'warm-up, gradient clipping at 1.0, steps with a non-finite loss or gradient skipped; drafts learn the target\'s '
-         'next-token distribution over the draft vocabulary (the 1024 most frequent target tokens) with 4 unrolled '
-         'training-time-test steps weighted 0.8^k. Agreement below: teacher-forced top-1 agreement between the draft '
-         '(mapped through d2t) and the target\'s greedy token on held-out windows, per unrolled step.', '']
-    extras = {d: log['models'][d] for d in OFFDEFAULT if d in log['models']}
-    deep = {n: (d, conv) for n, (d, conv) in DEEP.items() if d in log['models']}
-    if (b := log.get('build')) and b.get('whole'):
-        later = [f"`{d}` ({e['train']['build_seconds']:.0f} s, against the shipped target)" for d, e in extras.items()
-                 if not e['train'].get('in_whole_build', True)]
-        later += [f"`{n}` + `{d}` ({log['models'][d]['train']['build_seconds']:.0f} s)" for n, (d, _) in deep.items()
-                  if not log['models'][d]['train'].get('in_whole_build', True)]
-        L += [f"Whole zoo built by one command (`python -m eagle3_workbench.zoo build`) in {b['seconds']:.0f} s "
-              f"({b['seconds'] / 60:.1f} min) wall, {b['threads']} torch threads on {b['cores']} cores"
-              + (f"; trained afterwards and not in that time: {', '.join(later)}." if later else '.'), '']
-    for name, (dname, conv) in PAIRS.items(): L += [f"## {name} + {dname}", '', _target_line(log['models'][name]), *_draft_lines(log['models'][dname], conv)]
-    for dname, d in extras.items():
-        name, conv = OFFDEFAULT[dname]
-        dflt = list(default_resid_layers(log['models'][name]['layers']))
-        L += [f"## {dname}: a second draft of {name}, off the default layers", '',
-              f"Trained on resid{d['resid_layers']}, not the engines' default resid{dflt}: an engine that feeds its default, "
-              f"or reads the ids one layer off, feeds this draft layers it never saw. Same target (reused, not retrained), vocabulary, "
-              f"seeds and steps as `{PAIRS[name][0]}`.", '', *_draft_lines(d, conv)]
-    for name, (dname, conv) in deep.items():
-        t, d = log['models'][name], log['models'][dname]
-        s, r = t['shape'], t['shape']['rope_scaling']
-        L += [f"## {name} + {dname}: the founding case at its true depth", '',
-              f"DeepSeek-V3's shape at hidden {t['hidden']}: {t['layers']} layers; MLA with q_lora_rank {s['q_lora_rank']}, kv_lora_rank "
-              f"{s['kv_lora_rank']}, qk_nope / qk_rope / v head dims {s['qk_nope_head_dim']} / {s['qk_rope_head_dim']} / {s['v_head_dim']}, "
-              f"{s['num_attention_heads']} heads; MoE after {s['first_k_dense_replace']} dense layers ({s['n_routed_experts']} routed experts, "
-              f"top {s['num_experts_per_tok']}, {s['n_shared_experts']} shared); YaRN factor {r['factor']:g} over an original window of "
-              f"{r['original_max_position_embeddings']} tokens (max_position_embeddings {s['max_position_embeddings']}; DeepSeek-V3: 40 x 4,096), "
-              f"beta_fast {r['beta_fast']:g}, beta_slow {r['beta_slow']:g}, mscale {r['mscale']:g}, mscale_all_dim {r['mscale_all_dim']:g}. "
-              f"The draft is configured with SpecForge's \"output of layer\" ids {d['config_ids']}, which SGLang 0.5.6 reads as the layers "
-              f"it was trained on, resid{d['resid_layers']}; the founding case (an engine patched to capture the embedding for id -1, "
-              f"ids [-1, {d['config_ids'][0]}, {d['config_ids'][1]}]) feeds it resid[0, {d['resid_layers'][0]}, {d['resid_layers'][1]}], "
-              "the row \"[embedding, low, mid] (the original case)\" below. Same tokenizer, corpus, draft vocabulary, seeds and draft steps "
-              "as the other pairs; the target trains on 16 sequences per step.", '',
-              _target_line(t), *_draft_lines(d, conv)]
-    return '\n'.join(L)
-
-def _target_line(t:dict)->str:
-    "A target's line on the zoo card."
-    return (f"- target: {t['params']:,} parameters, {t['layers']} layers, hidden {t['hidden']}; trained {t['train']['steps']} steps "
-            f"x {t['train']['batch']} x {t['train']['seq']} tokens, final loss {t['train']['final_loss']:.3f}, "
-            f"non-finite steps skipped: {'not recorded' if t['train'].get('skipped_nonfinite') is None else t['train']['skipped_nonfinite']}, "
-            f"{t['train']['seconds']} s" + (f" ({t['train']['note']})" if t['train'].get('note') else ''))
-
-# %% ../nbs/01f_zoo.ipynb #6d0fb06b
-def zoo_listing(root=None)->list:
-    "One line per zoo model: its `zoo:` name and what it is (architecture, size, what a draft was trained on)."
-    root = Path(root) if root else zoo_root()
-    if not root.exists(): return []
-    log = json.loads((root/'build_log.json').read_text()).get('models', {}) if (root/'build_log.json').exists() else {}
-    of = {d: t for t, (d, _) in [*PAIRS.items(), *DEEP.items()]} | {d: t for d, (t, _) in OFFDEFAULT.items()}   # draft -> its target
-    out = []
-    for p in sorted(x for x in root.iterdir() if x.is_dir() and (x/'config.json').exists()):
-        c, m = json.loads((p/'config.json').read_text()), log.get(p.name, {})
-        if 'eagle_config' in c or 'draft_vocab_size' in c:
-            ag, tname = (m.get('heldout_agreement') or {}).get('trained'), m.get('target') or of.get(p.name, p.name.removesuffix('-eagle3'))
-            tc = json.loads((root/tname/'config.json').read_text()) if (root/tname/'config.json').exists() else {}
-            dflt = list(default_resid_layers(tc['num_hidden_layers'])) if tc.get('num_hidden_layers', 0) >= 4 else None
-            off = f", not the engines' default resid{dflt}" if m.get('resid_layers') and dflt and m['resid_layers'] != dflt else ''
-            what = (f"EAGLE-3 draft of zoo:{tname}, hidden {c['hidden_size']}, draft vocabulary "
-                    f"{c.get('draft_vocab_size', c['vocab_size'])}" + (f"; trained on resid{m['resid_layers']}{off} (config ids "
-                    f"{m['config_ids']}, {m['convention']} convention)" if m.get('resid_layers') else '')
-                    + (f"; held-out step-0 agreement {ag[0]:.3f}" if ag else ''))
-        else:
-            n = m.get('params')
-            what = (f"target, {c.get('model_type')} architecture, {c.get('num_hidden_layers')} layers, hidden {c.get('hidden_size')}, "
-                    f"vocabulary {c.get('vocab_size')}" + (f", {n / 1e6:.1f} M parameters" if n else ''))
-        out.append(f"zoo:{p.name:<28} {what}")
-    return out
-
-# %% ../nbs/01f_zoo.ipynb #8486b069
-def main(argv=None):
-    "`python -m eagle3_workbench.zoo build|build-offdefault|build-deep|list|path|card`."
-    ap = argparse.ArgumentParser(prog='eagle3_workbench.zoo', description='Build or inspect the embedded model zoo.')
-    ap.add_argument('command', choices=['build', 'build-offdefault', 'build-deep', 'list', 'path', 'card'])
-    ap.add_argument('--only', nargs='+', choices=list(PAIRS) + list(DEEP), help='build only these targets (and their drafts)')
-    ap.add_argument('--reuse-targets', action='store_true', help='keep trained targets found in --out; train only the drafts')
-    ap.add_argument('--threads', type=int, default=None, help='torch threads (1 per process is fastest when two builds share 2 cores)')
-    ap.add_argument('--out', help='output folder (default: the package zoo_data)')
-    ap.add_argument('--quick', action='store_true', help='a miniature build in seconds (same code path)')
-    ap.add_argument('--steps', type=int, default=None, help='build-offdefault: draft training steps (default: the recipe\'s)')
-    a = ap.parse_args(argv)
-    if a.threads: torch.set_num_threads(a.threads)
-    recipe = ZooRecipe.miniature() if a.quick else ZooRecipe()
-    if a.command == 'build': build_zoo(a.out, recipe, only=a.only, reuse_targets=a.reuse_targets)
-    elif a.command == 'build-offdefault':   # retrain the off-default draft against the target in --out, then rewrite the card
-        build_offdefault_draft(a.out, recipe, steps=a.steps)
-        write_card(Path(a.out) if a.out else zoo_root(), keep_measured=True)   # the accept-length section measures the default pairs only
-    elif a.command == 'build-deep':   # train the 61-layer pair in a built zoo (its tokenizer and prompts), then rewrite the card
-        build_deep_pair(a.out, recipe)
-        write_card(Path(a.out) if a.out else zoo_root(), keep_measured=True)
-    elif a.command == 'card': write_card(Path(a.out) if a.out else zoo_root())
-    elif a.command == 'path': print(zoo_root())
-    else: print('\n'.join(zoo_listing()))
-    return 0
-
-import builtins
-# a notebook kernel also runs as __main__: only a real `python -m` call builds
-if __name__ == '__main__' and not getattr(builtins, '__IPYTHON__', False): sys.exit(main())

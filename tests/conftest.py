@@ -20,7 +20,7 @@ def pytest_configure(config):
     import atexit, shutil, tempfile
     if not os.environ.get('EAGLE3_RECORDING_CACHE'):
         d = tempfile.mkdtemp(prefix='e3w-passes-')
-        os.environ['EAGLE3_RECORDING_CACHE'] = d   # search.CACHE_ENV; subprocesses inherit it
+        os.environ['EAGLE3_RECORDING_CACHE'] = d   # scores.CACHE_ENV; subprocesses inherit it
         atexit.register(shutil.rmtree, d, True)
     fetch_sglang_source()
 

@@ -12,7 +12,8 @@ The steering only picks what is proposed; what is emitted is the target's verdic
 import types
 import pytest, torch
 from eagle3_workbench.testing import save_tiny_target, tiny_draft_config, random_draft, random_prompts
-from eagle3_workbench.loading import save_draft, load_pair, target_parts
+from eagle3_workbench.loading import save_draft, load_pair
+from eagle3_workbench.target import target_parts
 from eagle3_workbench.capture import Capture
 from eagle3_workbench.teacher import resid_forward
 from eagle3_workbench.engine import Session

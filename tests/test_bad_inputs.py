@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest, torch
 from conftest import CLI_ENV
 
-from eagle3_workbench.loading import zoo_root
+from eagle3_workbench.target import zoo_root
 ZOO = zoo_root()
 
 # ---- builders: each takes the case folder and leaves in it what the case needs ----

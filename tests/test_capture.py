@@ -3,7 +3,8 @@ import json, math
 import pytest, torch
 from torch import nn
 from eagle3_workbench.testing import save_tiny_target, tiny_draft_config, random_draft
-from eagle3_workbench.loading import load_target, load_draft, save_draft, target_parts
+from eagle3_workbench.loading import load_target, load_draft, save_draft
+from eagle3_workbench.target import target_parts
 from eagle3_workbench.points import POINTS
 from eagle3_workbench.records import Record, tensor_stats, fingerprint, load_tensor, load_records
 from eagle3_workbench.capture import Capture, live_hooks, expand_points

@@ -11,9 +11,10 @@ from eagle3_workbench.conventions import default_resid_layers
 import eagle3_workbench.doctor as doc
 import eagle3_workbench.checks as checks
 import eagle3_workbench.search as search
+import eagle3_workbench.scores as scores
 
 def _pass(pair, prompts):
-    rec, seqs = search.target_pass(pair, prompts)
+    rec, seqs = scores.target_pass(pair, prompts)
     return rec, pair.draft, seqs
 from eagle3_workbench.doctor import diagnose
 

@@ -9,8 +9,8 @@ import pytest, torch
 from eagle3_workbench.engine import Session
 from eagle3_workbench.loading import load_pair
 from eagle3_workbench.prompts import read_prompts
-from eagle3_workbench.outputs import Observed, read_observed, vllm_metrics_text
-from eagle3_workbench.observed import (expectation_from_runs, pair_facts, compare_observed, acceptance_trend, zero_acceptance)
+from eagle3_workbench.outputs import Observed, read_observed, vllm_metrics_text, acceptance_trend
+from eagle3_workbench.observed import expectation_from_runs, pair_facts, compare_observed, zero_acceptance
 from eagle3_workbench.records import Record
 from eagle3_workbench.dumps import read_dump
 from eagle3_workbench.sglang.readers import read_capture

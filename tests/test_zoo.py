@@ -3,11 +3,13 @@ import json, math
 from pathlib import Path
 import pytest, torch
 from safetensors.torch import load_file
-from eagle3_workbench.loading import load_target, load_draft, load_pair, resolve_path, zoo_root
+from eagle3_workbench.loading import load_target, load_draft, load_pair, resolve_path
+from eagle3_workbench.target import zoo_root
 from eagle3_workbench.draft import ModelLoadError
 from eagle3_workbench.wiring import engine_readings
-from eagle3_workbench.zoo import (build_zoo, build_offdefault_draft, build_deep_pair, ZooRecipe, PAIRS, OFFDEFAULT, corpus_files, encode_files,
-                                  heldout_windows, teacher_forced_agreement, zoo_listing)
+from eagle3_workbench.zoo import (build_offdefault_draft, build_deep_pair, ZooRecipe, PAIRS, OFFDEFAULT, corpus_files, encode_files,
+                                  heldout_windows, teacher_forced_agreement)
+from eagle3_workbench.card import build_zoo, zoo_listing
 from eagle3_workbench.doctor import read_training_dump
 
 @pytest.mark.parametrize('target', list(PAIRS))

@@ -4,13 +4,15 @@ the engine patched to capture the embedding for id -1, configured [-1, 2, 30], f
 the doctor names it and recommends [2, 30, 58] back."""
 import json, math
 import pytest, torch
-from eagle3_workbench.loading import load_pair, zoo_root
+from eagle3_workbench.loading import load_pair
+from eagle3_workbench.target import zoo_root
 from eagle3_workbench.conventions import to_resid
 from eagle3_workbench.wiring import resolve_wiring
 from eagle3_workbench.recording import record, recorded_pair
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.doctor import diagnose
-from eagle3_workbench.zoo import DEEP, corpus_files, encode_files, heldout_windows, teacher_forced_agreement, zoo_listing
+from eagle3_workbench.zoo import DEEP, corpus_files, encode_files, heldout_windows, teacher_forced_agreement
+from eagle3_workbench.card import zoo_listing
 
 ENGINE = 'sglang==0.5.6'
 TRAINED = (3, 31, 59)      # what the draft was trained on (the zoo recipe's `deep_resid(61)`)

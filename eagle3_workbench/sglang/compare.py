@@ -4,17 +4,17 @@
 
 # %% ../../nbs/02f_sglang_compare.ipynb #8d7703d9
 from __future__ import annotations
-import re
 from dataclasses import dataclass, field
 import torch
 from ..findings import Finding
-from ..stats import bootstrap_ci
-from ..points import SGLANG_PHASES, SGLANG_GRAPH_PHASES, phase_family, any_matcher, resid_k
+from ..stats import bootstrap_ci, pooled_mean
+from ..points import SGLANG_PHASES, SGLANG_GRAPH_PHASES, phase_family, any_matcher
 from ..records import load_tensor
+from ..chunks import match_chunks, said, neighbour_name, flat_positions, MATCH_TOL
 from .readers import ServerCapture, fmt_value, is_number
 
 # %% auto #0
-__all__ = ['REPLICATED', 'NEIGHBOURS', 'CaptureComparison', 'compare_captures', 'Presence', 'presence_by_phase', 'rank_findings',
+__all__ = ['REPLICATED', 'CaptureComparison', 'compare_captures', 'Presence', 'presence_by_phase', 'rank_findings',
            'pp_layer_split', 'pp_stage_findings', 'capture_findings', 'captured_neighbours', 'neighbour_tensors',
            'wrong_tensor_findings', 'wrong_tensor_from_capture', 'precision_tol', 'FeatureMatch', 'match_features',
            'fc_in_samples']
@@ -236,13 +236,6 @@ def capture_findings(cap:ServerCapture, # a capture read with every rank
     return out
 
 # %% ../../nbs/02f_sglang_compare.ipynb #7f660676
-_NEIGHBOUR = re.compile(r'module:target:(?:model\.)?layers\.(\d+)\.(mlp|input_layernorm)(?:\.down_proj)?')
-NEIGHBOURS = {   # neighbour -> what it is, said of its index i
-    'mlp': "layer {i}'s output without its residual (what its MLP added; resid[{j}] = resid[{i}] + attention + this)",
-    'norm_in': "resid[{i}] after layer {i}'s input norm",
-    'final_norm': "the final norm's output (transformers' hidden_states[N], not resid[N])",
-}
-
 def _rows(t)->torch.Tensor: return t.float().reshape(-1, t.shape[-1])
 
 def captured_neighbours(records, # records holding tensors (full mode, or `keep_tensors` readers)
@@ -253,11 +246,7 @@ def captured_neighbours(records, # records holding tensors (full mode, or `keep_
     for r in records:
         t = r.tensor if r.tensor is not None else load_tensor(r) if r.location else None
         if t is None or _rows(t).shape[0] != tokens: continue
-        if (k := resid_k(r.point)) is not None: name = f'resid[{k}]'
-        elif r.point == 'target.norm': name = 'final_norm'
-        elif m := _NEIGHBOUR.fullmatch(r.point): name = f"{'mlp' if m[2] == 'mlp' else 'norm_in'}[{m[1]}]"
-        else: continue
-        out.setdefault(name, _rows(t))
+        if name := neighbour_name(r.point): out.setdefault(name, _rows(t))
     return out
 
 @torch.no_grad()
@@ -271,30 +260,22 @@ def neighbour_tensors(target, # a transformers target loaded in-process (`Pair.t
     return captured_neighbours(cap.records, len(ids))
 
 # %% ../../nbs/02f_sglang_compare.ipynb #e2614421
-def _said(name:str, n_layers:int|None=None)->str:
-    kind, _, i = name.partition('[')
-    if kind not in NEIGHBOURS: return name
-    i = int(i.rstrip(']')) if i else None
-    return NEIGHBOURS[kind].format(i=i, j=None if i is None else i + 1)
-
 def wrong_tensor_findings(fc_in, # [T, num_aux * H]: what the draft's fc was fed
                           neighbours:dict, # name -> [T, H] (`captured_neighbours` / `neighbour_tensors`)
-                          num_aux:int=3, tol:float=0.05, # a chunk within `tol` mean relative error of a tensor is that tensor
+                          num_aux:int=3, tol:float=MATCH_TOL, # a chunk within `tol` mean relative error of a tensor is that tensor
                           source:str='the capture', # where the neighbours came from, for the message
                          )->tuple: # (one row per chunk, [] or one AUX_WRONG_TENSOR finding)
     "AUX_WRONG_TENSOR for each fed chunk that matches no resid[k] but one of its neighbours."
     rows = []
-    for c, chunk in enumerate(_rows(fc_in).chunk(num_aux, -1)):
-        err = {n: float(((chunk - t).norm(dim=-1) / t.norm(dim=-1).clamp_min(1e-6)).mean()) for n, t in neighbours.items() if t.shape == chunk.shape}
-        res, other = ({n: e for n, e in err.items() if n.startswith('resid[') == want} for want in (True, False))
-        br, bo = (min(d, key=d.get) if d else None for d in (res, other))
-        verdict = 'resid' if br and res[br] <= tol else 'wrong tensor' if bo and other[bo] <= tol else 'no match'
-        rows.append(dict(chunk=c, best_resid=br, resid_error=res.get(br), best_neighbour=bo, neighbour_error=other.get(bo), verdict=verdict))
+    for m in match_chunks(_rows(fc_in), neighbours, num_aux, tol):
+        br, bo = m.nearest(lambda n: n.startswith('resid[')), m.nearest(lambda n: not n.startswith('resid['))
+        verdict = 'no match' if not m.matched else 'resid' if m.name.startswith('resid[') else 'wrong tensor'
+        rows.append(dict(chunk=m.chunk, best_resid=br, resid_error=m.errors.get(br), best_neighbour=bo, neighbour_error=m.errors.get(bo), verdict=verdict))
     wrong = [r for r in rows if r['verdict'] == 'wrong tensor']
     if not wrong: return rows, []
-    said = '; '.join(f"chunk {r['chunk']} matches no resid[k] (closest {r['best_resid']}, relative error {r['resid_error']:.3f}) but "
-                     f"{_said(r['best_neighbour'])} (relative error {r['neighbour_error']:.3f})" for r in wrong)
-    return rows, [Finding('AUX_WRONG_TENSOR', 'error', f"{said}, against neighbours from {source}: the engine reads the right layer but "
+    text = '; '.join(f"chunk {r['chunk']} matches no resid[k] (closest {r['best_resid']}, relative error {r['resid_error']:.3f}) but "
+                     f"{said(r['best_neighbour'], why=True)} (relative error {r['neighbour_error']:.3f})" for r in wrong)
+    return rows, [Finding('AUX_WRONG_TENSOR', 'error', f"{text}, against neighbours from {source}: the engine reads the right layer but "
                           "stores another tensor than the residual stream; feed hidden_states + residual, before any norm",
                           dict(chunks=wrong, tol=tol, neighbours_from=source))]
 
@@ -306,16 +287,15 @@ def _fc_inputs(records, ids=None)->list:
     for r in records:
         if r.point != 'draft.fc.in' or (r.tensor is None and not r.location): continue
         t = _rows(r.tensor if r.tensor is not None else load_tensor(r))
-        flat = lambda x: [v for row in x for v in row] if x and isinstance(x[0], list) else list(x)
         got = list(ids) if ids is not None and len(ids) == t.shape[0] else \
-              next((flat(x.token_ids) for x in prefill if len(flat(x.token_ids)) == t.shape[0]), None)
+              next((flat_positions(x.token_ids) for x in prefill if len(flat_positions(x.token_ids)) == t.shape[0]), None)
         out.append((got, t, r.dtype))
     return out
 
 def wrong_tensor_from_capture(records, # the capture's records (full mode: tensors or locations)
                               target=None, # the target in-process, to recompute neighbours the capture lacks
                               ids=None, # the token ids of the pass the draft.fc.in record comes from (default: a target prefill record's)
-                              num_aux:int=3, tol:float=0.05)->tuple: # (rows, findings, where the neighbours came from)
+                              num_aux:int=3, tol:float=MATCH_TOL)->tuple: # (rows, findings, where the neighbours came from)
     "Hold the capture's fed chunks against resid[k] and its neighbours: AUX_WRONG_TENSOR, or nothing."
     fed = [(i, t) for i, t, _ in _fc_inputs(records, ids) if i is not None or target is None]
     if not fed: return [], [Finding('CAPTURE_INVALID', 'error', "no draft.fc.in tensor with known token ids: record draft.fc.in in full "
@@ -371,7 +351,7 @@ def _chunk_row(c:int, xs:list, ys:list, tol:float, tol_rotation:float, min_sampl
         per['norm_ratio'].append((y.norm(dim=-1) / x.norm(dim=-1).clamp_min(1e-12)).tolist())
         per['cosine'].append(torch.nn.functional.cosine_similarity(x, y, dim=-1).tolist())
         per['rel_error'].append(((y - x).norm(dim=-1) / x.norm(dim=-1).clamp_min(1e-12)).tolist())
-    row = dict(chunk=c, **{k: sum(map(sum, v)) / sum(map(len, v)) for k, v in per.items()},
+    row = dict(chunk=c, **{k: pooled_mean(v) for k, v in per.items()},
                **{f'{k}_ci': bootstrap_ci(v) for k, v in per.items()}, rotation_error=None)
     (rl, rh), (cl, ch), (nl, nh) = row['rel_error_ci'], row['cosine_ci'], row['norm_ratio_ci']
     if len(xs) < min_samples: row['verdict'] = 'not enough evidence'
