@@ -90,8 +90,10 @@ def expected_acceptance(pair, # a `Pair` from `load_pair`, loaded for the deploy
                        )->Expected:
     "Run the pair in-process on `prompts` with the deployment's settings."
     rep = run_prompts(pair, prompts, max_new_tokens=max_new_tokens, progress=progress, **settings)
+    short = [f"{len(rep.short)} of {len(prompts)} prompts ran {min(n for _, n, _ in rep.short)}..{max(n for _, n, _ in rep.short)} new tokens, "
+             f"not {max_new_tokens}: the {'recording' if rep.short[0][2] == 'recording' else 'target positions'} ended there"] if rep.short else []
     return expectation_from_runs(rep.runs, rep.settings, level, resid_layers=list(rep.resid_layers), max_new_tokens=max_new_tokens,
-                                 lossless=rep.lossless, notes=list(notes or []), outputs=rep.outputs, facts=pair_facts(pair))
+                                 lossless=rep.lossless, notes=list(notes or []) + short, outputs=rep.outputs, facts=pair_facts(pair))
 
 # %% ../nbs/04c_observed.ipynb #8f5048f9
 def observed_from_runs(runs:list, # StepResults, one list per prompt
