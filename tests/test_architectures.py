@@ -168,7 +168,16 @@ def test_diagnose_from_recording_equals_in_process(pairs, arch, tmp_path):
     live = _flat(diagnose(pair, prompts=prompts, accept_prompts=4, accept_tokens=12).to_json())
     rp = recorded_pair(record(pair, prompts, out=tmp_path/'rec', max_new_tokens=40), pair.draft_path)
     played = _flat(diagnose(rp, accept_prompts=4, accept_tokens=12).to_json())
-    assert len(live) > 100 and {k for k in live if live[k] != played.get(k)} == {'.seconds'}
+    # The recording's teacher-forced pass runs other shapes (prompt and 40 tokens, batched) than the live pass, so the
+    # scores computed on it agree within rounding, not bit for bit; the JSON rounds them (z to 2 decimals, the rest to 4),
+    # and a difference in the 7th digit can cross a rounding boundary (it did under MKL_CBWR=COMPATIBLE: z 4.46 vs 4.47).
+    # So floats within one unit of the digit kept; every id, code, verdict and count identical.
+    def close(k, a, b):
+        if a == b or not (isinstance(a, float) and isinstance(b, float)): return a == b
+        unit = 0.01 if k.rsplit('.', 1)[-1].startswith('z') else 1e-4
+        return abs(a - b) <= 1.01 * unit + 1e-5 * max(1.0, abs(a), abs(b))
+    differ = {k: (live[k], played.get(k)) for k in live if not close(k, live[k], played.get(k))}
+    assert len(live) > 100 and set(differ) <= {'.seconds'}, differ   # the time taken may differ
 
 @pytest.mark.slow
 @pytest.mark.parametrize('arch', WINDOWED + ['llama4'])

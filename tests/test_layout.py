@@ -112,7 +112,9 @@ def machine_paths()->list:
     sys.path.insert(0, str(ROOT/'scripts'))
     from store_outputs import TEMP_FOLDER
     start, end = r'(?<![\w.:/~-])', r'(?=/|[\s"\'`:),\]]|$)'
-    here = [str(p) for p in (ROOT, *ROOT.parents) if str(p) != '/']
+    import tempfile
+    shared = {'/', '/tmp', '/var', '/var/tmp', '/home', '/Users', '/private', tempfile.gettempdir()}   # roots any machine has (a clone may sit under them)
+    here = [str(p) for p in (ROOT, *ROOT.parents) if str(p) not in shared]
     homes = [str(Path.home())] if str(Path.home()) != '/' else []
     return [('the checkout or a folder above it', re.compile(start + '(?:' + '|'.join(map(re.escape, here)) + ')' + end)),
             ('a home folder', re.compile(start + '(?:' + '|'.join([*map(re.escape, homes), r'/root', r'/home/[^/\s]+', r'/Users/[^/\s]+']) + ')' + end)),
@@ -143,7 +145,7 @@ def test_machine_paths_are_found():
     hit = lambda s: [what for what, p in pats if p.search(s)]
     made = tempfile.mkdtemp(prefix='eagle3-workbench-')
     try:
-        for s in (f"see {ROOT}/README.md", f"python {ROOT.parent}/envs/venv/bin/python", f"{Path.home()}/.cache/x", '`/home/alice/x`',
+        for s in (f"see {ROOT}/README.md", f"python {ROOT}/.venv/bin/python", f"{Path.home()}/.cache/x", '`/home/alice/x`',
                   f"Recording({made}/rec: llama", f"{tempfile.gettempdir()}/tmpab12cd_9/rec"):
             assert hit(s), s
     finally: Path(made).rmdir()
