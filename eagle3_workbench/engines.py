@@ -39,7 +39,7 @@ class Family(NamedTuple):
 
 FAMILIES = {
     SGLANG:      Family('SGLang', 'SGLang', ('0.5.6', '0.5.23'), None, True),
-    VLLM:        Family('vLLM', 'vLLM', ('0.10.0', '0.33.0'), None, True),
+    VLLM:        Family('vLLM', 'vLLM', ('0.10.0', '0.34.0'), None, True),
     TRTLLM:      Family('TensorRT-LLM', 'TensorRT-LLM', None, None, True),
     SPECFORGE:   Family('SpecForge', 'SpecForge (HF capture)', None, ('0.1.0', '0.2.0'), False),
     SPECULATORS: Family('speculators', 'speculators', None, None, False),
@@ -68,7 +68,7 @@ NAMED = {
                             'SGLang <PR#25454', None, True, f'sglang_{_K}', 'SGLang before PR #25454'),
     'sglang-pr25454': Named(SGLANG, '0.5.23', "SGLang 0.5.23 with PR #25454's DeepSeek/Kimi rule for any target (the rule since 0.5.13)", 'SGLang >= PR #25454',
                             'SGLang >=PR#25454', 'sglang', True, f'sglang_pr25454_{_K}', 'SGLang >= PR #25454 for DeepSeek/Kimi'),
-    'vllm':           Named(VLLM, '0.32.0', "vLLM 0.32 (default: the newest rule known; 0.33.0 reads the same)", 'vLLM',
+    'vllm':           Named(VLLM, '0.32.0', "vLLM 0.32 (default: the rule of 0.22 to 0.33; 0.34.0 reads the top-level ids only)", 'vLLM',
                             'vLLM 0.32', None, True, f'vllm_{_K}', 'vLLM (top level)'),
     'vllm-legacy':    Named(VLLM, '0.21.0', "vLLM 0.21 (top-level ids only, as in 0.11.1 to 0.21)", 'vLLM', 'vLLM top-level only'),
     'specforge':      Named(SPECFORGE, None, "SpecForge main 2025-09 to 2026-07, HF capture backend (default: the workbench's long-standing 'specforge' row)", 'SpecForge',
@@ -90,7 +90,7 @@ RECOMMENDED_IDS = tuple((n.recommends, k) for k, n in NAMED.items() if n.recomme
 # %% ../nbs/00a_engines.ipynb #f1a2b3c5
 class ModelFile(NamedTuple):
     "Which model file of an engine serves a target's `model_type`, and whose fact rows it follows."
-    engine: str        # SGLANG or VLLM
+    engine: str        # SGLANG, VLLM or TRTLLM
     model_types: tuple # the config.json `model_type`s it serves (wrappers that delegate to it included)
     file: str          # the file, under the engine's models folder
     family: str        # the `Fact.family` of its rows
@@ -98,7 +98,7 @@ class ModelFile(NamedTuple):
 
 PARENT = {'gpt_oss': 'llama', 'gemma3': 'llama', 'qwen_moe': 'llama', 'glm4_moe_lite': 'llama', 'glm4_moe': 'llama'}   # a family without a row asks its parent
 
-_S, _V = SGLANG, VLLM
+_S, _V, _T = SGLANG, VLLM, TRTLLM
 MODEL_FILES = (
     ModelFile(_S, ('llama',), 'llama.py', 'llama', "0.5.23 llama.py:929-941 set_eagle3_layers_to_capture: val + 1; capture in attn_boundary.prepare (:491)"),
     ModelFile(_S, ('mistral',), 'mistral.py', 'llama', "0.5.23 mistral.py:33 MistralForCausalLM(LlamaForCausalLM): llama.py's setter and loop"),
@@ -112,15 +112,21 @@ MODEL_FILES = (
     ModelFile(_S, ('gemma3_text', 'gemma3'), 'gemma3_causal.py', 'gemma3', "0.5.23 gemma3_causal.py:917-927: val + 1; gemma3_mm.py:543-545 Gemma3ForConditionalGeneration delegates to its language model"),
     ModelFile(_S, ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25'), 'deepseek_v2.py', 'deepseek', "0.5.23 deepseek_v2.py:3458-3473 (EntryClass :3595); kimi_k25.py:928-939 delegates to its language model"),
     ModelFile(_S, ('glm4_moe_lite',), 'glm4_moe_lite.py', 'glm4_moe_lite', "0.5.23 glm4_moe_lite.py:805-821: +1 only if layer_ids[0] == 1 (:817)"),
-    ModelFile(_V, ('llama',), 'llama.py', 'llama', "0.32.0 llama.py:347 LlamaModel(EagleModelMixin), _maybe_add_hidden_state :429 and :439 (interfaces.py:1601-1611)"),
+    ModelFile(_V, ('llama',), 'llama.py', 'llama', "0.32.0 and 0.34.0 llama.py:347 LlamaModel(EagleModelMixin), _maybe_add_hidden_state :429 and :439 (interfaces.py 0.32.0: 1601-1611, 0.34.0: 1653-1663)"),
     ModelFile(_V, ('mistral',), 'mistral.py', 'llama', "0.32.0 mistral.py:207, :236 MistralModel(LlamaModel), MistralForCausalLM(LlamaForCausalLM)"),
     ModelFile(_V, ('llama4',), 'mllama4.py', 'llama', "0.32.0 mllama4.py:734 Llama4ForConditionalGeneration(SupportsEagle3); llama4.py:384, :708 Llama4Model(LlamaModel), Llama4ForCausalLM(LlamaForCausalLM)"),
     ModelFile(_V, ('qwen2', 'qwen3'), 'qwen2.py', 'llama', "0.32.0 qwen2.py:324 Qwen2Model(EagleModelMixin), :424 and :432; qwen3.py:269 Qwen3Model(Qwen2Model)"),
-    ModelFile(_V, ('qwen3_moe',), 'qwen3_moe.py', 'llama', "0.32.0 qwen3_moe.py:435 Qwen3MoeModel(EagleModelMixin), :505-514"),
+    ModelFile(_V, ('qwen3_moe',), 'qwen3_moe.py', 'llama', "0.32.0 and 0.34.0 qwen3_moe.py:435 Qwen3MoeModel(EagleModelMixin), :505-514"),
     ModelFile(_V, ('glm4_moe', 'glm4_moe_lite'), 'glm4_moe.py', 'glm4_moe', "0.32.0 glm4_moe.py:534 Glm4MoeForCausalLM(SupportsPP, SupportsLoRA, Glm4MixtureOfExperts); glm4_moe_lite.py likewise: no SupportsEagle3"),
-    ModelFile(_V, ('gpt_oss',), 'gpt_oss.py', 'llama', "0.32.0 gpt_oss.py:473 GptOssModel(EagleModelMixin): start_layer (:527) and i + 1 after each layer (:533), ids verbatim"),
+    ModelFile(_V, ('gpt_oss',), 'gpt_oss.py', 'llama', "0.32.0 gpt_oss.py:473 GptOssModel(EagleModelMixin): start_layer (:527) and i + 1 after each layer (:533), ids verbatim; 0.34.0 the same at :472, :526, :532"),
     ModelFile(_V, ('gemma3_text', 'gemma3'), 'gemma3.py', 'gemma3', "0.32.0 gemma3.py:367 Gemma3ForCausalLM(SupportsLoRA, SupportsPP); gemma3_mm.py: no SupportsEagle3"),
-    ModelFile(_V, ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25'), 'deepseek_v2.py', 'deepseek', "deepseek_v2.py: aux_hidden_state_layers (rows below)"),
+    ModelFile(_V, ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25'), 'deepseek_v2.py', 'deepseek', "0.32.0 and 0.34.0 deepseek_v2.py:1493 aux_hidden_state_layers, :1561 before layer idx, :1586 end_layer (rows below)"),
+    ModelFile(_T, ('llama',), 'modeling_llama.py', 'llama', "main 3a5901cd _torch/models/modeling_llama.py LlamaDecoderLayer.forward: maybe_capture_hidden_states(layer_idx, hidden_states, residual) after the MLP: the output of layer k"),
+    ModelFile(_T, ('mistral',), 'modeling_mistral.py', 'llama', "main 0dcfa87b _torch/models/modeling_mistral.py MistralDecoderLayer.forward: the same capture after the MLP"),
+    ModelFile(_T, ('qwen3',), 'modeling_qwen3.py', 'llama', "main 5dedf53b _torch/models/modeling_qwen3.py Qwen3DecoderLayer.forward: the same capture after the MLP"),
+    ModelFile(_T, ('qwen3_moe',), 'modeling_qwen3_moe.py', 'llama', "main a678b91a _torch/models/modeling_qwen3_moe.py Qwen3MoEDecoderLayer.forward: is_layer_capture(layer_idx), capture before next_layer_layernorm (the final norm after layer N-1)"),
+    ModelFile(_T, ('gpt_oss',), 'modeling_gpt_oss.py', 'llama', "main 050b6cb9 _torch/models/modeling_gpt_oss.py TransformerBlock.forward_normal: capture(layer_idx, x, residual) after the MLP; no boundary heuristic (the ids come from the serving config)"),
+    ModelFile(_T, ('deepseek_v2', 'deepseek_v3', 'kimi_k2'), 'modeling_deepseekv3.py', 'deepseek', "main a43cf9e3 _torch/models/modeling_deepseekv3.py DeepseekV3DecoderLayer: capture(layer_idx, hidden_states, residual) after the MoE, before next_layer_layernorm"),
 )
 
 def model_file(engine:str, model_type:str|None)->ModelFile|None:
@@ -136,7 +142,7 @@ def assumed_file(engine:str, model_type:str|None)->str|None:
 # %% ../nbs/00a_engines.ipynb #37fe1943
 class Fact(NamedTuple):
     "One change in how an engine reads layer ids or what its capture reaches."
-    engine: str   # SGLANG or VLLM
+    engine: str   # SGLANG or VLLM (TensorRT-LLM, read at one source state, has its row in `FIXED`)
     since: str    # first release with this behaviour
     what: str     # 'eagle3', 'reads', 'rule', 'resid0', 'residN', 'tensor' or 'empty'
     family: str   # 'any', or the `ModelFile.family` of the files it holds for
@@ -172,6 +178,7 @@ ENGINE_FACTS = (
     Fact(_V, '0.10.0', 'reads', 'any', None, "v1/worker/gpu_model_runner.py load_model: set_aux_hidden_state_layers(get_eagle3_aux_hidden_state_layers()), the model default"),
     Fact(_V, '0.11.1', 'reads', 'any', 'top_level', "gpu_model_runner.py _get_eagle3_aux_layers_from_config: hf_config.eagle_aux_hidden_state_layer_ids (PR #25961)"),
     Fact(_V, '0.22.0', 'reads', 'any', 'top_level+nested', "_get_eagle3_aux_layers_from_config: the top-level ids, else eagle_config's"),
+    Fact(_V, '0.34.0', 'reads', 'any', 'top_level', "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (0.34.0: 103-140, the only runner; 0.33.0's V2 runner: 113-150) get_eagle3_aux_layers_from_config: the top-level ids, else dflash/dspark ids, else eagle_config['layer_ids']; eagle_config's eagle_aux_hidden_state_layer_ids only sizes fc (llama_eagle3.py:213-216)"),
     Fact(_V, '0.10.0', 'rule', 'any', 'vllm', "aux_hidden_state_layers are the ids as written, no +1"),
     Fact(_V, '0.10.0', 'empty', 'any', 'absent', "gpu_model_runner.py (0.32.0: 5241-5247): `if aux_layers:`, else the model default; an empty top-level list falls through to eagle_config (:5268-5269)"),
     Fact(_V, '0.10.0', 'resid0', 'llama', 'crash', "models/llama.py: hidden_states + residual before layer 0, residual None"),
@@ -195,7 +202,7 @@ def rule_conventions(engine:str)->tuple:
 FIXED = {   # family -> (reads, convention, resid[0], resid[N], source)
     SPECFORGE:   ('nested', 'specforge', 'captured', 'post-norm', "specforge/modeling/target (main 94d67101 .. 1e759089): output_hidden_states[id + 1]; entry N is after the final norm"),
     SPECULATORS: ('top_level', 'vllm', 'captured', 'captured', "scripts/launch_vllm.py: eagle_aux_hidden_state_layer_ids for vLLM's extract_hidden_states, verbatim; it appends N itself"),
-    TRTLLM:      ('serving', 'trtllm', 'not expressible', 'captured', "_torch/speculative/eagle3.py layers_to_capture; the model files capture after decoder layer k"),
+    TRTLLM:      ('serving', 'trtllm', 'not expressible', 'captured', "llmapi/llm_args.py (main fcd3f316) EagleDecodingConfig.eagle3_layers_to_capture, default {1, N//2-1, N-4}; _torch/speculative/eagle3.py (main f933a608) Eagle3SpecMetadata.__post_init__ sorts the ids, -1 (the post-norm state) last; maybe_capture_hidden_states saves hidden_states + residual after decoder layer k (`MODEL_FILES`); the draft config's ids are not read"),
     EAGLE:       (None, 'eagle', 'captured', 'dropped', "EAGLE's patched target: hard-coded [2, N//2, N-3]"),
     RESID:       ('nested+top_level', 'resid', 'captured', 'post-norm', "the workbench's engine reads Hugging Face hidden_states, whose entry N is after the final norm"),
 }
@@ -209,6 +216,7 @@ class Support(NamedTuple):
     key: str        # the config key; 'mla' and 'speculators' are draft kinds, 'speculators:KEY' a key passed on from a speculators config
     reading: str    # what the engine computes for it: a key of `READINGS`
     source: str     # file, and what the code does
+    also: tuple = ()  # other keys the engine reads for the same module (SGLang's use_aux_norm for fc_norm)
 
 READINGS = {
     'ignored': 'the key is not read',
@@ -235,7 +243,7 @@ VARIANT_SUPPORT = (
     Support(_S, '0.5.6', 'norm_output', 'ignored', f"{_E}: not read; the next step gets the pre-norm state"),
     Support(_S, '0.5.12', 'norm_output', 'feedback', f"{_E}: aux = hidden_states_to_logits if norm_output"),
     Support(_S, '0.5.6', 'fc_norm', 'ignored', f"{_E}: no fc_norm module; fc_norm.* weights are skipped by load_weights"),
-    Support(_S, '0.5.12', 'fc_norm', 'per_chunk', f"{_E}: fc_norm (or use_aux_norm) -> one RMSNorm per chunk"),
+    Support(_S, '0.5.12', 'fc_norm', 'per_chunk', f"{_E}: fc_norm (or use_aux_norm) -> one RMSNorm per chunk", ('use_aux_norm',)),
     Support(_S, '0.5.6', 'norm_before_fc', 'ignored', f"{_E}: not read"),
     Support(_S, '0.5.17', 'norm_before_fc', 'one_norm:nested+top', f"{_E}: eagle_config.get('norm_before_fc', config.norm_before_fc) -> input_norm"),
     Support(_S, '0.5.6', 'norm_before_residual', 'ignored', f"{_E}: not read in any release read (0.5.6 .. 0.5.23)"),
@@ -244,6 +252,7 @@ VARIANT_SUPPORT = (
     Support(_S, '0.5.12', 'num_hidden_layers', 'stacked', f"{_E}: layers[0] is the input layer, later layers fuse hidden_norm with the residual"),
     Support(_S, '0.5.6', 'tie_word_embeddings', 'honoured', f"{_E}: lm_head = embed_tokens when tie_word_embeddings"),
     Support(_S, '0.5.6', 'rope_scaling', 'honoured', "the Llama attention builds its rope from rope_scaling (rope_parameters from 0.5.10)"),
+    Support(_S, '0.5.6', 'modelopt_norms', 'ignored', f"{_E}: none of ModelOpt's eagle_config.use_input_layernorm_in_first_layer, use_last_layernorm, use_mtp_layernorm is read"),
     Support(_S, '0.5.6', 'mla', 'unsupported', "no MLA EAGLE-3 draft class"),
     Support(_S, '0.5.12', 'mla', 'supported', "models/kimi_k25_eagle3.py: Eagle3DeepseekV2ForCausalLM (fc_norm, norm_output; no norm_before_fc)"),
     Support(_S, '0.5.6', 'speculators', 'unsupported', "no loader for architectures ['Eagle3Speculator'] in any release read"),
@@ -270,6 +279,7 @@ VARIANT_SUPPORT += (
     Support(_V, '0.11.1', 'num_hidden_layers', 'stacked', f"{_E}: one layer per num_hidden_layers, layer 0 takes [embedding, hidden]"),
     Support(_V, '0.10.0', 'tie_word_embeddings', 'ignored', f"{_E}: its own ParallelLMHead"),
     Support(_V, '0.10.0', 'rope_scaling', 'honoured', "the Llama attention builds its rope from the draft config"),
+    Support(_V, '0.10.0', 'modelopt_norms', 'ignored', f"{_E}: none of ModelOpt's eagle_config.use_input_layernorm_in_first_layer, use_last_layernorm, use_mtp_layernorm is read"),
     Support(_V, '0.10.0', 'mla', 'unsupported', "no MLA EAGLE-3 draft class"),
     Support(_V, '0.18.0', 'mla', 'supported', "models/deepseek_eagle3.py: Eagle3DeepseekV2ForCausalLM"),
     Support(_V, '0.10.0', 'speculators', 'unsupported', "no transformers_utils/configs/speculators in 0.10.0"),
