@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 import copy
-from .conventions import (to_resid, from_resid, default_resid_layers, read_aux_ids, as_layer_ids, convention_rule,
-                                          FIELDS, AUX_KEY)
+from .conventions import default_resid_layers, read_aux_ids, as_layer_ids, FIELDS, AUX_KEY
 from .engines import (Engine, READING_ROWS, PR25454_FILES, TENSOR_SAID, MODEL_FILES, FAMILIES, SGLANG, VLLM, TRTLLM,
-                                      model_file, assumed_file, rule_conventions)
+                                      model_file, assumed_file, rule_conventions, to_resid, from_resid, convention_rule)
 
 # %% auto #0
 __all__ = ['EngineReading', 'engine_reading', 'engine_readings', 'sglang_rule_note', 'disagreements', 'Wiring', 'resolve_wiring',
@@ -21,7 +20,7 @@ __all__ = ['EngineReading', 'engine_reading', 'engine_readings', 'sglang_rule_no
 class EngineReading:
     "What one engine makes of a draft config."
     engine: str          # the engine release as messages name it, e.g. 'SGLang 0.5.12', or a row label of `READING_ROWS`
-    convention: str      # one of `conventions.CONVENTIONS`
+    convention: str      # one of `engines.CONVENTIONS`
     field: str           # where the ids were read from, or 'hard-coded default'
     ids: tuple|None      # the ids as written (None when the engine used its default)
     source: str          # 'config' or 'default'
