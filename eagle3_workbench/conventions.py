@@ -75,6 +75,8 @@ class TrainerRules:
     hidden_normed_twice: bool = False  # first layer: hidden_norm(input_layernorm(h)) (ModelOpt's attention pre-hook)
     last_norm_key: bool = False        # use_last_layernorm decides whether the final norm exists (ModelOpt)
     nested_norm_before_fc: bool = False  # eagle_config.norm_before_fc, else the top level (vLLM's llama_eagle3.py from 0.22.0)
+    layer_types: tuple = ()            # the only layer model_types it builds; then fc is sized from hidden_size, no sliding window (speculators)
+    head_optional: bool = False        # a checkpoint without lm_head borrows the target's even with draft_vocab_size set (ModelOpt)
 
 class Trainer(NamedTuple):
     "One trainer of EAGLE-3 checkpoints, as read from its code."
@@ -92,12 +94,12 @@ TRAINER_ROWS = {
     'specforge':   Trainer('SpecForge', _SF, f'eagle_config.{AUX_KEY}', 'specforge', 'midlayer.*, fc, norm, lm_head, d2t, t2d',
                            'specforge/modeling/draft/llama3_eagle.py (0.2.0 = main a6b6b023)',
                            "specforge 0.2.0 algorithms/model_providers.py:193-200 (model.aux_hidden_state_layer_ids, else eagle_config's); export/to_sglang.py:17; llama3_eagle.py:1668 midlayer"),
-    'speculators': Trainer('speculators', TrainerRules('3.1', True, True, False, 'transformers', qk_norm_types=('qwen3',)), AUX_KEY, 'vllm',
+    'speculators': Trainer('speculators', TrainerRules('3.1', True, True, False, 'transformers', qk_norm_types=('qwen3',), layer_types=('llama', 'qwen3')), AUX_KEY, 'vllm',
                            'layers.0.* (midlayer.* renamed), fc, norm, embed_tokens, lm_head', 'speculators src/speculators/models/eagle3/core.py (0.9.0, main c05b95b3)',
                            "speculators 0.9.0 models/eagle3/config.py:53, core.py:145-147 target_layer_ids, models/utils.py:99-111 default [2, N//2, N-3]; convert/eagle/eagle3_converter.py:203-206 midlayer.* -> layers.0.*"),
     'eagle':       Trainer('EAGLE authors', TrainerRules('ignored', False, False, True, 'specforge'), None, 'eagle', 'midlayer.*, fc (pytorch_model.bin)',
                            "EAGLE's cnets.Model (conventions.TRAINER_ROWS)", "EAGLE's patched target: hard-coded [2, N//2, N-3]"),
-    'modelopt':    Trainer('Model Optimizer', TrainerRules('ignored', True, True, False, 'transformers', mla=True, hidden_normed_twice=True, last_norm_key=True),
+    'modelopt':    Trainer('Model Optimizer', TrainerRules('ignored', True, True, False, 'transformers', mla=True, hidden_normed_twice=True, last_norm_key=True, head_optional=True),
                            f'eagle_config.{AUX_KEY}', None, "ModelOpt's export template", "Model Optimizer's EagleModule (conventions.TRAINER_ROWS)",
                            defaults={'use_input_layernorm_in_first_layer': True, 'use_last_layernorm': True, 'use_mtp_layernorm': False}),
     'vllm':        Trainer('vLLM', _T31, AUX_KEY, 'vllm', "vLLM's renamed SpecForge keys", 'vLLM model_executor/models/llama_eagle3.py (0.22.0 .. 0.33.0)'),

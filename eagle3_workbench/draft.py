@@ -193,12 +193,12 @@ def _check(c:DraftConfig, d:dict, source):
     if c.tie_word_embeddings and c.draft_vocab_size != c.vocab_size:
         raise ModelLoadError(f"{source}: tie_word_embeddings is true but draft_vocab_size={c.draft_vocab_size} != vocab_size={c.vocab_size}: "
                              "a tied lm_head spans the full vocabulary")
-    if t == 'speculators':
+    if R.layer_types:   # a trainer that builds its layers from a layer config (speculators)
         if d.get('target_hidden_size') not in (None, c.hidden_size):
             raise ModelLoadError(f"{source}: target_hidden_size={d['target_hidden_size']} != hidden_size={c.hidden_size}: speculators 0.9.0 "
                                  "sizes fc from hidden_size and ignores the key")
-        if d.get('model_type') not in (None, 'llama', 'qwen3'):
-            raise ModelLoadError(f"{source}: model_type={d['model_type']!r}: speculators 0.9.0 builds eagle3 layers for 'llama' or 'qwen3' "
+        if d.get('model_type') not in (None, *R.layer_types):
+            raise ModelLoadError(f"{source}: model_type={d['model_type']!r}: speculators 0.9.0 builds eagle3 layers for " + ' or '.join(map(repr, R.layer_types)) + ' '
                                  "(transformer_layer_config.model_type)")
         if 'sliding_attention' in (d.get('layer_types') or []) or d.get('use_sliding_window'):
             raise ModelLoadError(f"{source}: layer_types / use_sliding_window ask for sliding-window draft layers: not supported")
