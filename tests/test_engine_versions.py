@@ -403,6 +403,25 @@ def test_trtllm_model_files_capture_after_layer_k():
     assert r.resid == (25, 31, 37) and r.fed == (25, 31)
 
 
+def test_a_new_release_is_rows_of_the_registry(monkeypatch):
+    # what a newcomer's edit of engines.py does, end to end: a made-up SGLang 0.5.30 whose llama.py keeps the ids when the
+    # largest is N and captures boundary N (two Fact rows), then one whose llama.py writes ids with a rule no convention
+    # had (a Convention row too); wiring, which reads only the registry, follows
+    from eagle3_workbench import engines
+    from eagle3_workbench.wiring import wiring_from_ids
+    fam = engines.FAMILIES['sglang']
+    monkeypatch.setitem(engines.FAMILIES, 'sglang', fam._replace(checked=(fam.checked[0], '0.5.31')))
+    made_up = lambda since, what, value: engines.Fact('sglang', since, what, 'llama', value, 'made up for this test')
+    monkeypatch.setattr(engines, 'ENGINE_FACTS', engines.ENGINE_FACTS + (made_up('0.5.30', 'rule', 'sglang-boundary'), made_up('0.5.30', 'residN', 'captured')))
+    assert wiring_from_ids([24, 30, 36], 36, 'sglang==0.5.23', 'llama').resid_layers == (25, 31)       # +1, resid[37] does not exist
+    assert wiring_from_ids([24, 30, 36], 36, 'sglang==0.5.30', 'llama').resid_layers == (24, 30, 36)   # the new rows
+    two = lambda ids, n: 2   # made up: output of layer k + 1
+    monkeypatch.setitem(engines.RULES, 'made-up-plus-two', engines.Convention(two, two, 'resid[k+2]', lambda k, n: None))
+    monkeypatch.setattr(engines, 'ENGINE_FACTS', engines.ENGINE_FACTS + (made_up('0.5.31', 'rule', 'made-up-plus-two'),))
+    assert wiring_from_ids([1, 15, 28], 36, 'sglang==0.5.31', 'llama').resid_layers == (3, 17, 30)
+    assert wiring_from_ids([1, 15, 28], 36, 'sglang==0.5.30', 'llama').resid_layers == (2, 16, 29)    # the boundary rule: +1 below N
+
+
 def test_registry_and_readings_import_without_torch():
     # the engine registry, the conventions and the wiring answer from data alone: a fresh interpreter stays torch-free
     import subprocess, sys
