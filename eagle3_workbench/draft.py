@@ -9,12 +9,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 import torch.nn.functional as F
-from .conventions import TRAINERS
+from .conventions import TRAINERS, TRAINER_ROWS, TrainerRules
 
 # %% auto #0
-__all__ = ['TRAINER_RULES', 'ModelLoadError', 'TrainerRules', 'DraftConfig', 'RMSNorm', 'rope_inv_freq', 'rope_cos_sin',
-           'DraftCache', 'DraftAttention', 'MLAttention', 'DraftMLP', 'DraftLayer', 'DraftDecoderLayer', 'SharedHead',
-           'Eagle3Draft']
+__all__ = ['ModelLoadError', 'DraftConfig', 'RMSNorm', 'rope_inv_freq', 'rope_cos_sin', 'DraftCache', 'DraftAttention',
+           'MLAttention', 'DraftMLP', 'DraftLayer', 'DraftDecoderLayer', 'SharedHead', 'Eagle3Draft']
 
 # %% ../nbs/01_draft.ipynb #0527114f
 class ModelLoadError(ValueError):
@@ -22,29 +21,6 @@ class ModelLoadError(ValueError):
     def __init__(self, message:str, code:str|None=None): # code: the doctor's finding code when the fault is the draft's own
         super().__init__(message); self.code = code
 
-
-@dataclass(frozen=True)
-class TrainerRules:
-    "How one trainer's code reads the config keys whose meaning differs between trainers."
-    norm_output: str      # 'logits': true norms the logits (default true); '3.1': true also feeds norm(h) on (default false); 'ignored'
-    layers: bool          # builds num_hidden_layers decoder layers (else one midlayer; more is refused)
-    biases: bool          # attention_bias / mlp_bias add bias terms (else the keys are not read)
-    ties: bool            # tie_word_embeddings makes lm_head the embedding (else it is forced off)
-    rope: str             # whose yarn / llama3 code: 'transformers' or 'specforge'
-    mla: bool = False     # builds DeepSeek-V3 latent attention when kv_lora_rank is set
-    qk_norm_types: tuple = ()          # layer model_types whose attention norms q and k per head (Qwen3)
-    hidden_normed_twice: bool = False  # first layer: hidden_norm(input_layernorm(h)) (ModelOpt's attention pre-hook)
-    last_norm_key: bool = False        # use_last_layernorm decides whether the final norm exists (ModelOpt)
-    nested_norm_before_fc: bool = False  # eagle_config.norm_before_fc, else the top level (vLLM's llama_eagle3.py from 0.22.0)
-
-TRAINER_RULES = {
-    'specforge':   TrainerRules('logits', False, False, True, 'specforge'),
-    'angelslim':   TrainerRules('logits', False, False, True, 'specforge'),
-    'eagle':       TrainerRules('ignored', False, False, True, 'specforge'),
-    'vllm':        TrainerRules('3.1', True, True, True, 'transformers', mla=True, nested_norm_before_fc=True),
-    'speculators': TrainerRules('3.1', True, True, False, 'transformers', qk_norm_types=('qwen3',)),
-    'modelopt':    TrainerRules('ignored', True, True, False, 'transformers', mla=True, hidden_normed_twice=True, last_norm_key=True),
-}
 
 # %% ../nbs/01_draft.ipynb #c9552881
 @dataclass
@@ -68,7 +44,7 @@ class DraftConfig:
     use_aux_hidden_state: bool = True
     fc_norm: bool = False
     norm_output: bool = False        # the key as read, with the trainer's default; its meaning: `feed_normed`, `head_norm`
-    norm_output_meaning: str|None = None  # overrides `TRAINER_RULES[trainer].norm_output` ('logits', '3.1', 'ignored'): an engine's reading
+    norm_output_meaning: str|None = None  # overrides `TRAINER_ROWS[trainer].rules.norm_output` ('logits', '3.1', 'ignored'): an engine's reading
     norm_before_fc: bool = False
     norm_before_residual: bool = False
     hidden_act: str = 'silu'
@@ -86,7 +62,7 @@ class DraftConfig:
     # what the fields mean together: which trainer's rules apply, the fc width, whether a final norm exists, and the two
     # facts `norm_output` decides
     @property
-    def rules(self)->TrainerRules: return TRAINER_RULES[self.trainer]
+    def rules(self)->TrainerRules: return TRAINER_ROWS[self.trainer].rules
     @property
     def fc_in_features(self)->int: return self.num_aux * self.target_hidden_size
     @property
@@ -111,7 +87,7 @@ class DraftConfig:
                  )->DraftConfig:
         "Parse a draft config dict as `trainer` reads it (the parsing rules are the next sections'); errors name the key."
         if trainer not in TRAINERS: raise ModelLoadError(f"{source}: trainer={trainer!r}, expected one of {TRAINERS}")
-        R = TRAINER_RULES[trainer]
+        R = TRAINER_ROWS[trainer].rules
         def need(k):
             v = d.get(k)
             if k not in d: raise ModelLoadError(f"{source}: key '{k}' missing (required for an EAGLE-3 draft)")
@@ -195,7 +171,7 @@ _ACTS = {'silu': F.silu, 'swish': F.silu, 'relu': F.relu, 'gelu': F.gelu, 'gelu_
 
 def _norm_before_fc(d, ec, trainer):
     "Where the trainer's rules read norm_before_fc: `eagle_config` first (`TrainerRules.nested_norm_before_fc`), else the top level."
-    return ec.get('norm_before_fc', d.get('norm_before_fc')) if TRAINER_RULES[trainer].nested_norm_before_fc else d.get('norm_before_fc')
+    return ec.get('norm_before_fc', d.get('norm_before_fc')) if TRAINER_ROWS[trainer].rules.nested_norm_before_fc else d.get('norm_before_fc')
 
 def _num_aux(d, ids, source):
     "Aux chunk count: vLLM's `num_aux_hidden_states`, else the length of the ids, else 3 (every trainer's default)."
@@ -217,12 +193,12 @@ def _check(c:DraftConfig, d:dict, source):
     if c.tie_word_embeddings and c.draft_vocab_size != c.vocab_size:
         raise ModelLoadError(f"{source}: tie_word_embeddings is true but draft_vocab_size={c.draft_vocab_size} != vocab_size={c.vocab_size}: "
                              "a tied lm_head spans the full vocabulary")
-    if t == 'speculators':
+    if R.layer_types:   # a trainer that builds its layers from a layer config (speculators)
         if d.get('target_hidden_size') not in (None, c.hidden_size):
             raise ModelLoadError(f"{source}: target_hidden_size={d['target_hidden_size']} != hidden_size={c.hidden_size}: speculators 0.9.0 "
                                  "sizes fc from hidden_size and ignores the key")
-        if d.get('model_type') not in (None, 'llama', 'qwen3'):
-            raise ModelLoadError(f"{source}: model_type={d['model_type']!r}: speculators 0.9.0 builds eagle3 layers for 'llama' or 'qwen3' "
+        if d.get('model_type') not in (None, *R.layer_types):
+            raise ModelLoadError(f"{source}: model_type={d['model_type']!r}: speculators 0.9.0 builds eagle3 layers for " + ' or '.join(map(repr, R.layer_types)) + ' '
                                  "(transformer_layer_config.model_type)")
         if 'sliding_attention' in (d.get('layer_types') or []) or d.get('use_sliding_window'):
             raise ModelLoadError(f"{source}: layer_types / use_sliding_window ask for sliding-window draft layers: not supported")

@@ -313,7 +313,7 @@ def _lm_head(draft:Eagle3Draft, sd:dict, target, prov:Provenance, path)->str:
     "Where lm_head comes from: the checkpoint, the embedding (tied), or the target's, borrowed when the checkpoint has none."
     c = draft.config
     if c.tie_word_embeddings: return 'tied'
-    if 'lm_head.weight' in sd or (c.draft_vocab_given and prov.trainer != 'modelopt'): return 'checkpoint'   # absent: named as missing
+    if 'lm_head.weight' in sd or (c.draft_vocab_given and not c.rules.head_optional): return 'checkpoint'   # absent: named as missing
     if target is None: raise ModelLoadError(f"{path}: no lm_head.weight; it comes from the target (draft_vocab_size null, or a ModelOpt draft without a head), so pass target=")
     try: draft.share_lm_head(target_parts(target)['lm_head'])
     except ValueError as e: raise ModelLoadError(f"{path}: no lm_head.weight and the target's cannot stand in: {e}") from None

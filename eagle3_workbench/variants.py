@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 import torch
-from .conventions import TRAINERS
-from .engines import Engine, READINGS, SGLANG, VLLM
+from .conventions import TRAINERS, TRAINER_ROWS, AUX_KEY, FIELDS
+from .engines import Engine, READINGS
 from .draft import DraftConfig, Eagle3Draft, SharedHead
 from .formats import detect_provenance, flatten_config
 
@@ -16,11 +16,6 @@ from .formats import detect_provenance, flatten_config
 __all__ = ['as_draft_config', 'trained_math', 'VariantProblem', 'variant_problems', 'served_config', 'served_draft', 'computing']
 
 # %% ../nbs/01b_variants.ipynb #2cdbabac
-_TRAINER_SOURCES = {   # where each trainer's reading was read (the list above; draft's TRAINER_RULES for the details)
-    'specforge': 'specforge/modeling/draft/llama3_eagle.py (0.2.0 = main a6b6b023)', 'angelslim': 'read as SpecForge (draft.TRAINER_RULES)',
-    'speculators': 'speculators src/speculators/models/eagle3/core.py (0.9.0, main c05b95b3)',
-    'vllm': 'vLLM model_executor/models/llama_eagle3.py (0.22.0 .. 0.33.0)',
-    'eagle': "EAGLE's cnets.Model (draft.TRAINER_RULES)", 'modelopt': "Model Optimizer's EagleModule (draft.TRAINER_RULES)"}
 _HOW = {'norm_output': 'compute_logits and the state fed to the next step (DraftConfig.feed_normed, head_norm)',
         'fc_norm': 'DraftConfig.fc_norm', 'norm_before_fc': 'DraftConfig.norm_before_fc', 'norm_before_residual': 'DraftConfig.norm_before_residual',
         'bias': 'DraftConfig.fc_bias', 'num_hidden_layers': 'DraftConfig.num_hidden_layers', 'tie_word_embeddings': 'DraftConfig.tie_word_embeddings'}
@@ -79,8 +74,9 @@ def _served_value(cfg, key, row, adapter):
     where = row.reading.split(':')[1] if ':' in row.reading else 'top'
     if where == 'nested': return nested.get(key)
     if where == 'nested+top': return nested.get(key, top.get(key))
-    if key == 'fc_norm' and row.engine == SGLANG: return top.get('fc_norm') or top.get('use_aux_norm')
-    return top.get(key)
+    v = top.get(key)
+    for other in row.also: v = v or top.get(other)   # another key the engine reads for the same module (its row says which)
+    return v
 
 def _serves(key, reading, v):
     "What the engine computes for `key` given its reading and the value it sees."
@@ -90,8 +86,6 @@ def _serves(key, reading, v):
             'norm_before_residual': ('after', 'before'), 'bias': ('no_fc_bias', 'fc_bias'), 'tie_word_embeddings': ('separate', 'tied')}[key][on]
 
 # %% ../nbs/01b_variants.ipynb #51704f1e
-_MODELOPT_DEFAULTS = {'use_input_layernorm_in_first_layer': True, 'use_last_layernorm': True, 'use_mtp_layernorm': False}   # its EAGLE-3 defaults
-
 def _written(c:DraftConfig)->dict:
     "The variant keys as a config.json would carry them, for a DraftConfig built without one."
     return dict(norm_output=c.norm_output, fc_norm=c.fc_norm, norm_before_fc=c.norm_before_fc, norm_before_residual=c.norm_before_residual,
@@ -121,21 +115,21 @@ def variant_problems(draft_config, # the draft's config.json as a dict, or its `
         via = adapter if adapter is not None and adapter.reading != 'passed' else row
         why = f"{READINGS[via.reading]}: {via.source}" if via is adapter or via.reading == 'ignored' else via.source
         problem(key, f"{trainer} trained {key}={value!r} as {_COMP[trained]}; {who} computes {_COMP[served]} ({why})", value=value, served_value=seen,
-                trained=trained, served=served, trainer_source=f"{_TRAINER_SOURCES[trainer]}: {_HOW[key]}", engine_source=via.source)
+                trained=trained, served=served, trainer_source=f"{TRAINER_ROWS[trainer].cite}: {_HOW[key]}", engine_source=via.source)
     _whole_problems(cfg, trainer, s, who, problem)
     return out
 
 # %% ../nbs/01b_variants.ipynb #f4dbe7cd
 def _whole_problems(cfg, trainer, s, who, problem):
-    "AngelSlim's layer ids under a key no engine reads; ModelOpt's norm flags away from its EAGLE-3 defaults."
-    if trainer == 'angelslim' and cfg.get('aux_hidden_states_layer_ids') is not None:
-        problem('aux_hidden_states_layer_ids', f"AngelSlim's layer ids {cfg['aux_hidden_states_layer_ids']} ('output of layer k') sit under a key {who} "
-                "does not read: it feeds its own default", value=cfg['aux_hidden_states_layer_ids'],
-                trainer_source="AngelSlim train/models/target/target_model_wrapper.py: hidden_states[layer_id + 1]")
-    nested = cfg.get('eagle_config') or {}
-    for flag, default in _MODELOPT_DEFAULTS.items():
-        if trainer == 'modelopt' and s.family in (SGLANG, VLLM) and flag in nested and nested[flag] != default:
-            problem(f"eagle_config.{flag}", f"Model Optimizer trained with eagle_config.{flag}={nested[flag]!r} (its EAGLE-3 default is {default!r}); "
+    "Layer ids under a key no engine reads (AngelSlim's); eagle_config flags away from the trainer's EAGLE-3 defaults (ModelOpt's)."
+    t = TRAINER_ROWS[trainer]
+    if t.ids not in (None, AUX_KEY, FIELDS['nested']) and cfg.get(t.ids) is not None:
+        problem(t.ids, f"{t.title}'s layer ids {cfg[t.ids]} ('output of layer k') sit under a key {who} "
+                "does not read: it feeds its own default", value=cfg[t.ids], trainer_source=t.ids_cite)
+    nested, ignored = cfg.get('eagle_config') or {}, getattr(s.variant_support().get('modelopt_norms'), 'reading', None) == 'ignored'
+    for flag, default in t.defaults.items():
+        if ignored and flag in nested and nested[flag] != default:
+            problem(f"eagle_config.{flag}", f"{t.title} trained with eagle_config.{flag}={nested[flag]!r} (its EAGLE-3 default is {default!r}); "
                     f"{who}'s EAGLE-3 draft does not read the key and computes the default", value=nested[flag],
                     trainer_source="modelopt/torch/speculative/config.py: EAGLE3 defaults")
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 import copy
-from .conventions import (to_resid, from_resid, default_resid_layers, read_aux_ids, as_layer_ids, convention_rule,
-                                          FIELDS, AUX_KEY)
-from .engines import (Engine, READING_ROWS, PR25454_FILES, TENSOR_SAID, MODEL_FILES, SGLANG, VLLM, TRTLLM,
-                                      model_file, assumed_file, rule_conventions)
+from .conventions import default_resid_layers, read_aux_ids, as_layer_ids, FIELDS, AUX_KEY
+from .engines import (Engine, READING_ROWS, PR25454_FILES, TENSOR_SAID, MODEL_FILES, FAMILIES, SGLANG, VLLM, TRTLLM,
+                                      model_file, assumed_file, rule_conventions, to_resid, from_resid, convention_rule)
 
 # %% auto #0
 __all__ = ['EngineReading', 'engine_reading', 'engine_readings', 'sglang_rule_note', 'disagreements', 'Wiring', 'resolve_wiring',
@@ -21,7 +20,7 @@ __all__ = ['EngineReading', 'engine_reading', 'engine_readings', 'sglang_rule_no
 class EngineReading:
     "What one engine makes of a draft config."
     engine: str          # the engine release as messages name it, e.g. 'SGLang 0.5.12', or a row label of `READING_ROWS`
-    convention: str      # one of `conventions.CONVENTIONS`
+    convention: str      # one of `engines.CONVENTIONS`
     field: str           # where the ids were read from, or 'hard-coded default'
     ids: tuple|None      # the ids as written (None when the engine used its default)
     source: str          # 'config' or 'default'
@@ -82,16 +81,17 @@ def engine_readings(draft_config:dict, # a draft config.json, as a dict
 # %% ../nbs/00b_wiring.ipynb #48e68ca5
 def sglang_rule_note(mtype:str|None)->str:
     "Which of SGLang's rules applies to a target model type, said aloud from the model-file rows (each file has its own setter)."
-    own = sorted({m.file for m in MODEL_FILES if m.engine == SGLANG and m.family not in ('llama', 'deepseek', 'glm4_moe_lite')})
+    own = sorted({m.file for m in MODEL_FILES if m.engine == SGLANG and m.family != 'llama' and not set(m.model_types) & set(PR25454_FILES)})
     if mtype is None:
         return ("no --model-type or --target given: the 'SGLang >=PR#25454' row assumes a DeepSeek/Kimi target "
                 f"({', '.join(PR25454_FILES)}), the only model files that PR changed; for any other target SGLang reads "
                 "the ids as the 'SGLang <PR#25454' row. Pass --model-type or --target to decide. "
                 f"{assumed_file(SGLANG, None)}; {', '.join(own)} also read or capture otherwise.")
-    m, r = model_file(SGLANG, mtype), Engine.named(SGLANG).rules(mtype)
+    e = Engine.named(SGLANG)
+    m, r, plus_one = model_file(SGLANG, mtype), e.rules(mtype), e.rules().convention   # llama.py's rule: the one PR #25454 left
     file = f"SGLang serves it with {m.file} ({m.cite})" if m else assumed_file(SGLANG, mtype)
     if mtype in PR25454_FILES: return f"model type {mtype}: {file}; SGLang after PR #25454 reads the ids with its DeepSeek/Kimi rule"
-    if r.convention != 'sglang': return f"model type {mtype}: {file}; SGLang 0.5.23 reads the ids as {r.convention} ({r.sources['rule']})"
+    if r.convention != plus_one: return f"model type {mtype}: {file}; {e.title} reads the ids as {r.convention} ({r.sources['rule']})"
     return f"model type {mtype}: {file}; PR #25454 did not change this model file, so both SGLang rows read the ids the same way"
 
 # %% ../nbs/00b_wiring.ipynb #d3cb9fce
@@ -124,7 +124,7 @@ def resolve_wiring(draft_config:dict, # a draft config.json, as a dict
                   )->Wiring: # the resid indices fed, and why
     "The resid indices `engine` feeds the draft described by `draft_config`, as `engine_reading` reads them."
     engine = Engine.parse(engine, 'engine')
-    if trtllm_layers is not None and engine.family != TRTLLM: raise ValueError(f"trtllm_layers is for engine 'trtllm', not {engine.key!r}")
+    if trtllm_layers is not None and engine.rules().reads != 'serving': raise ValueError(f"trtllm_layers is for engine 'trtllm', not {engine.key!r}")
     r = engine_reading(draft_config, n_layers, engine, target_model_type, trtllm_layers)
     how = f"read {r.field} {list(r.ids)} as {convention_rule(r.convention).means}" if r.ids is not None else "found no ids it reads and used its default"
     lost = f", of which only resid{list(r.fed)} is fed" if r.fed != r.resid else ''
@@ -139,7 +139,7 @@ def wiring_from_ids(ids, # layer ids as written for `engine` (its config field; 
     "What `engine` feeds the draft when its config holds `ids` where that engine reads them."
     engine, ids = Engine.parse(engine, 'engine'), list(as_layer_ids(list(ids) if isinstance(ids, (list, tuple)) else ids, 'ids'))
     cfg = {'eagle_config': {AUX_KEY: ids}, AUX_KEY: ids}
-    return resolve_wiring(cfg, n_layers, engine, target_model_type, trtllm_layers=ids if engine.family == TRTLLM else None)
+    return resolve_wiring(cfg, n_layers, engine, target_model_type, trtllm_layers=ids if engine.rules().reads == 'serving' else None)
 
 # %% ../nbs/00b_wiring.ipynb #eeed047a
 def wiring_table(draft_config:dict, # a draft config.json, as a dict
@@ -187,7 +187,7 @@ def draft_config_edit(draft_config:dict, # the draft's config.json, as a dict (n
         except ValueError as e: notes.append(f"# cannot be written in {conv} style: {e}"); continue
         if resolve_wiring(cfg, n_layers, SGLANG, target_model_type).resid_layers == resid: break
     else: raise ValueError(f"resid{list(resid)} cannot be written so that SGLang feeds it for model_type {target_model_type!r}")
-    cfg[AUX_KEY] = list(from_resid(resid, 'vllm', n_layers))
+    cfg[AUX_KEY] = list(from_resid(resid, Engine.named(VLLM).rules().convention, n_layers))
     if (got := resolve_wiring(cfg, n_layers, VLLM).resid_layers) != resid: raise AssertionError(f"vLLM would feed resid{list(got)}")
     old = resolve_wiring(cfg, n_layers, SGLANG).resid_layers
     if old != resid: notes.append(f"# SGLang before PR #25454 reads {nested[AUX_KEY]} as resid{list(old)}, not resid{list(resid)}")
@@ -203,12 +203,17 @@ def draft_config_edit(draft_config:dict, # the draft's config.json, as a dict (n
     return ConfigEdit(cfg, '\n'.join(lines + [f"# SGLang and vLLM now both feed resid{list(resid)}"] + notes))
 
 # %% ../nbs/00b_wiring.ipynb #b1c2d3e5
+_READS_SAID = {'top_level': 'top-level ids only', 'serving': 'ids from its serving config'}   # readings a column names
+
 def architecture_table()->str: # markdown, one row per model type
-    "The model types `MODEL_FILES` covers: per engine, its file, the rule its newest release reads ids with, resid[0], resid[N], the tensor."
+    "The model types `MODEL_FILES` covers: per engine release, its file, the rule it reads ids with, resid[0], resid[N], the tensor."
     def cell(e:Engine, mt:str)->str:
         r, m = e.rules(mt), model_file(e.family, mt)
         if not r.eagle3: return f"`{m.file}`: no EAGLE-3"
-        return f"`{m.file if m else 'llama.py (assumed)'}`: {r.convention}, resid[0] {r.resid0}, resid[N] {r.residN}" + ('' if r.tensor == 'resid' else f", {r.tensor}")
-    s, v = Engine.named(SGLANG), Engine.named(VLLM)
-    rows = [f"| {t} | {cell(s, t)} | {cell(v, t)} |" for t in dict.fromkeys(t for m in MODEL_FILES for t in m.model_types)]
-    return '\n'.join([f"| model_type | {s.title} | {v.title} |", '|---|---|---|', *rows])
+        if m is None and e.family == TRTLLM: return 'not read'
+        return (f"`{m.file if m else 'llama.py (assumed)'}`: {r.convention}" + (f" ({_READS_SAID[r.reads]})" if r.reads in _READS_SAID else '')
+                + f", resid[0] {r.resid0}, resid[N] {r.residN}" + ('' if r.tensor == 'resid' else f", {r.tensor}"))
+    cols = (Engine.named(SGLANG), Engine.named(VLLM), Engine.parse(f"{VLLM}=={FAMILIES[VLLM].checked[1]}"), Engine.named(TRTLLM))
+    rows = [f"| {t} | " + ' | '.join(cell(e, t) for e in cols) + ' |' for t in dict.fromkeys(t for m in MODEL_FILES for t in m.model_types)]
+    return '\n'.join(['| model_type | ' + ' | '.join(e.title for e in cols) + ' |', '|---' * (len(cols) + 1) + '|', *rows])
+

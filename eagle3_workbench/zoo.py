@@ -12,7 +12,8 @@ from tqdm.auto import tqdm
 from .draft import Eagle3Draft, DraftConfig
 from .loading import save_draft, load_draft, load_target
 from .target import target_parts, zoo_root
-from .conventions import from_resid, default_resid_layers
+from .conventions import default_resid_layers
+from .engines import from_resid
 from .teacher import aux_features, ttt_forward, agreement_per_window
 
 # %% auto #0

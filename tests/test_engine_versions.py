@@ -300,7 +300,7 @@ def test_parse_engine_errors(text, words):
 
 def test_every_name_is_described():
     for name in ENGINE_NAMES: assert Engine.parse(name).said
-    assert Engine.parse('vllm').said == "vLLM 0.32 (default: the newest rule known; 0.33.0 reads the same)"
+    assert Engine.parse('vllm').said == "vLLM 0.32 (default: the rule of 0.22 to 0.33; 0.34.0 reads the top-level ids only)"
     assert Engine.parse('vllm==0.40.0').said.endswith('its rules assumed)')
 
 
@@ -377,6 +377,49 @@ def test_model_files_cover_public_draft_targets():
     for mt in ('llama', 'qwen2', 'qwen3', 'qwen3_moe', 'gpt_oss', 'deepseek_v3', 'kimi_k2', 'kimi_k25', 'glm4_moe', 'gemma3', 'mistral', 'llama4'):
         assert model_file('sglang', mt) is not None, mt
     assert all(m.cite and m.file.endswith('.py') for m in MODEL_FILES)
+
+
+def test_vllm_034_reads_the_top_level_ids_only():
+    # 0.34.0 has only the V2 runner: eagle3_utils.py get_eagle3_aux_layers_from_config reads getattr(hf_config,
+    # 'eagle_aux_hidden_state_layer_ids') and, for eagle_config, only its 'layer_ids'; 0.22 .. 0.33's gpu_model_runner.py
+    # fell back to eagle_config['eagle_aux_hidden_state_layer_ids']
+    nested, top, n = {'eagle_config': {KEY: [1, 15, 28]}}, {KEY: [1, 15, 28]}, 32
+    assert engine_reading(nested, n, 'vllm==0.33.0', 'llama').fed == (1, 15, 28)          # verbatim, from eagle_config
+    r = engine_reading(nested, n, 'vllm==0.34.0', 'llama')
+    assert (r.fed, r.source) == ((2, n // 2, n - 3), 'default')                             # its default, the ids unread
+    assert any('is not read' in p for p in r.problems)
+    assert engine_reading(top, n, 'vllm==0.34.0', 'llama').fed == (1, 15, 28)
+    assert not Engine.parse('vllm==0.34.0').said.endswith('assumed)')                    # read, not assumed
+
+
+def test_trtllm_model_files_capture_after_layer_k():
+    from eagle3_workbench.engines import model_file, MODEL_FILES
+    for mt in ('llama', 'mistral', 'qwen3', 'qwen3_moe', 'gpt_oss', 'deepseek_v3'):
+        m = model_file('trtllm', mt)
+        assert m is not None and m.file.startswith('modeling_') and m.cite.startswith('main '), mt
+    # the GPT-OSS-120B draft's [24, 30, 36] written as TensorRT-LLM's serving layers: output of layer k = resid[k+1],
+    # whatever the largest id (no boundary heuristic there), and layer 36 of 36 does not exist
+    r = engine_reading({}, 36, 'trtllm', 'gpt_oss', trtllm_layers=[24, 30, 36])
+    assert r.resid == (25, 31, 37) and r.fed == (25, 31)
+
+
+def test_a_new_release_is_rows_of_the_registry(monkeypatch):
+    # what a newcomer's edit of engines.py does, end to end: a made-up SGLang 0.5.30 whose llama.py keeps the ids when the
+    # largest is N and captures boundary N (two Fact rows), then one whose llama.py writes ids with a rule no convention
+    # had (a Convention row too); wiring, which reads only the registry, follows
+    from eagle3_workbench import engines
+    from eagle3_workbench.wiring import wiring_from_ids
+    fam = engines.FAMILIES['sglang']
+    monkeypatch.setitem(engines.FAMILIES, 'sglang', fam._replace(checked=(fam.checked[0], '0.5.31')))
+    made_up = lambda since, what, value: engines.Fact('sglang', since, what, 'llama', value, 'made up for this test')
+    monkeypatch.setattr(engines, 'ENGINE_FACTS', engines.ENGINE_FACTS + (made_up('0.5.30', 'rule', 'sglang-boundary'), made_up('0.5.30', 'residN', 'captured')))
+    assert wiring_from_ids([24, 30, 36], 36, 'sglang==0.5.23', 'llama').resid_layers == (25, 31)       # +1, resid[37] does not exist
+    assert wiring_from_ids([24, 30, 36], 36, 'sglang==0.5.30', 'llama').resid_layers == (24, 30, 36)   # the new rows
+    two = lambda ids, n: 2   # made up: output of layer k + 1
+    monkeypatch.setitem(engines.RULES, 'made-up-plus-two', engines.Convention(two, two, 'resid[k+2]', lambda k, n: None))
+    monkeypatch.setattr(engines, 'ENGINE_FACTS', engines.ENGINE_FACTS + (made_up('0.5.31', 'rule', 'made-up-plus-two'),))
+    assert wiring_from_ids([1, 15, 28], 36, 'sglang==0.5.31', 'llama').resid_layers == (3, 17, 30)
+    assert wiring_from_ids([1, 15, 28], 36, 'sglang==0.5.30', 'llama').resid_layers == (2, 16, 29)    # the boundary rule: +1 below N
 
 
 def test_registry_and_readings_import_without_torch():

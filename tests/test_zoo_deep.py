@@ -6,7 +6,7 @@ import json, math
 import pytest, torch
 from eagle3_workbench.loading import load_pair
 from eagle3_workbench.target import zoo_root
-from eagle3_workbench.conventions import to_resid
+from eagle3_workbench.engines import to_resid
 from eagle3_workbench.wiring import resolve_wiring
 from eagle3_workbench.recording import record, recorded_pair
 from eagle3_workbench.prompts import read_prompts
