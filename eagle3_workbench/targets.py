@@ -86,6 +86,7 @@ class LiveTarget:
     def cached(self)->int: return self.cache.get_seq_length()
     def answers(self, last:int)->bool: return True   # any position (the session checks the model's own limit)
 
+# %% ../nbs/02l_targets.ipynb #d0394588
 class _RecordedStates(ResidStates):
     "resid[0..N] of some rows of a recorded sequence, read from the recording only when a wiring asks for a layer."
     def __new__(cls, rec, seq:int, rows, on, dtype):
