@@ -123,9 +123,8 @@ def machine_paths()->list:
 SESSION_WORDS = re.compile(r'\b(?:(?:this|that|last|previous|next|earlier|later) (?:work )?session|sessions? \d+|work sessions?)\b', re.I)
 
 # Chapters whose stored outputs still show a run's temporary folders, to be re-stored (scripts/store_outputs.py writes
-# them as $TMPDIR now) by the engineers editing them: 02b_capture (a Record's location), 02i_recording (a Recording's
-# and a Pair's folder).
-STORED_TEMP_PATHS_PENDING = {'nbs/02b_capture.ipynb', 'nbs/02i_recording.ipynb'}
+# them as $TMPDIR now) by the engineers editing them: 02b_capture (a Record's location).
+STORED_TEMP_PATHS_PENDING = {'nbs/02b_capture.ipynb'}
 
 def test_no_machine_paths_or_session_words():
     "No tracked text file holds an absolute path of the machine that made it, or words about the work sessions that made it."
