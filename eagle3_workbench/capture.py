@@ -163,7 +163,7 @@ class Capture:
     def keep_recorded(self, resid, # k -> resid[k] [1, n, H] of the rows the recording answered
                       logits, # () -> their logits [1, n, V]
                      ):
-        "Record a recording's points for the forward it just answered (`engine.RecordedTarget.offer`), as hooks record a live target's."
+        "Record a recording's points for the forward it just answered (`targets.RecordedTarget.offer`), as hooks record a live target's."
         if not self._open: return
         for s in self.sites:
             if s.kind == 'recorded': self._keep(s.point, logits() if s.point == 'target.logits' else resid(resid_k(s.point)))

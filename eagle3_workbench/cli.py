@@ -96,19 +96,9 @@ def _replayable(pair, prompts:list, steps:int)->int:
     rec, eos = pair.target, getattr(pair.tokenizer, 'eos_token_id', None)
     conts = []
     for p in prompts:
-        i = next(i for i, s in enumerate(rec.sequences) if s['kind'] == 'prompt' and s['prompt_tokens'] == len(p) and rec.tokens(i)[:len(p)].tolist() == list(p))
-        c = rec.tokens(i)[len(p):].tolist()
+        c = rec.tokens(rec.prompt_sequence(p))[len(p):].tolist()
         if eos is None or eos not in c: conts.append(len(c))
     return max(1, min(conts, default=RUN_NEW_TOKENS + steps) - steps)
-
-def _short_note(rep, a)->str:
-    "The warning for a run that ended before --max-new-tokens on some prompts: how many, how far, and what would have let it finish."
-    n, why = [k for _, k, _ in rep.short], {w for *_, w in rep.short}
-    head = f"run: {len(n)} of {len(rep.outputs)} prompts ended before --max-new-tokens {a.max_new_tokens} ({min(n)}..{max(n)} new tokens"
-    if why == {'positions'}: return head + f"): the target's positions end there (--steps {a.steps} needs room past the last token)"
-    return head + f", prompts {', '.join(str(i + 1) for i, *_ in rep.short[:5])}{' ...' if len(n) > 5 else ''}): the recording holds too few "\
-                  f"continuation tokens; replaying {a.max_new_tokens} new tokens with --steps {a.steps} needs {a.max_new_tokens + a.steps} "\
-                  f"(`record --max-new-tokens {a.max_new_tokens} --steps {a.steps}`)"
 
 def _run(a)->int:
     prompts = _prompts(a) if a.recording is None else None   # a bad prompt file fails before torch is imported
@@ -122,7 +112,7 @@ def _run(a)->int:
                       speculative_num_steps=a.steps, speculative_eagle_topk=a.topk, speculative_num_draft_tokens=a.num_draft_tokens,
                       temperature=a.temperature, top_p=a.top_p, seed=a.seed)
     out = rep.to_json()
-    if rep.short: print(_short_note(rep, a), file=sys.stderr)
+    if rep.short: print(f"run: {rep.short_note(flags=True)}", file=sys.stderr)
     if a.json: print(json.dumps(out))
     else:
         lo, hi = out['accept_length_ci']

@@ -9,15 +9,15 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, asdict
 import torch
 from .draft import DraftCache
-from .teacher import ResidStates, resid_forward, aux_features, cache_kw
+from .teacher import aux_features, cache_kw
+from .targets import LiveTarget, RecordedTarget, tree_mask
 from .recording import Recording
 from .prompts import check_prompts
 from .stats import bootstrap_ci
 
 # %% auto #0
-__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'tree_mask', 'attention_layer_types',
-           'target_masks', 'LiveTarget', 'RecordedTarget', 'Session', 'summarize', 'greedy_reference', 'RunReport',
-           'run_prompts']
+__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'Session', 'summarize',
+           'greedy_reference', 'RunReport', 'run_prompts']
 
 # %% ../nbs/03_engine.ipynb #b80f7f73
 @dataclass
@@ -97,59 +97,6 @@ class StepResult:
     verify: VerifyResult
     @property
     def cycle(self): return self.verify.cycle
-
-# %% ../nbs/03_engine.ipynb #632bd2d6
-def tree_mask(parents:list, past:int, device='cpu')->torch.Tensor:
-    "Additive mask [1, 1, n, past + n]: each node sees the prefix, its ancestors and itself."
-    n = len(parents)
-    m = torch.full((n, past + n), float('-inf'), device=device)
-    m[:, :past] = 0
-    for i in range(n):
-        j = i
-        while j >= 0: m[i, past + j] = 0; j = parents[j]
-    return m[None, None]
-
-# %% ../nbs/03_engine.ipynb #2765fdda
-def _window_overlay(config, layer_type:str):
-    "transformers' overlay of a layer type (query index, key index -> may see), None for plain causal attention."
-    from transformers.masking_utils import sliding_window_overlay, chunked_overlay
-    config = config.get_text_config()
-    if layer_type == 'full_attention': return None
-    if layer_type == 'sliding_attention': return sliding_window_overlay(config.sliding_window)
-    if layer_type == 'chunked_attention': return chunked_overlay(config.attention_chunk_size, torch.zeros(1, dtype=torch.long))
-    raise ValueError(f"{getattr(config, 'model_type', 'the target')}: layer type {layer_type!r}: in-process verification "
-                     "knows full, sliding-window and chunked attention only; a recording of the target (`record`) runs from what it recorded")
-
-def attention_layer_types(config)->list:
-    "The attention type of each layer, as the target's modelling file chooses its mask (a composite config: its language model's)."
-    config = config.get_text_config()
-    if (types := getattr(config, 'layer_types', None)) is not None: return list(types)
-    return ['sliding_attention' if getattr(config, 'sliding_window', None) is not None else 'full_attention'] * config.num_hidden_layers
-
-def target_masks(config, # the target's config
-                 ancestry, # `tree_mask`: [1, 1, n, past + n], 0 where a node may look
-                 positions:list, # the n nodes' positions; the cached prefix holds positions 0 .. past - 1
-                ): # `attention_mask` for the model: a dict {layer type: mask} when the config lists layer types, else one mask
-    "The ancestry mask with each layer type's window applied by position, in the form the target's modelling file takes."
-    config, past = config.get_text_config(), ancestry.shape[-1] - len(positions)
-    q = torch.tensor(positions, device=ancestry.device)[:, None]
-    k = torch.cat([torch.arange(past, device=ancestry.device), q[:, 0]])[None]
-    def masked(t):
-        see = _window_overlay(config, t)
-        return ancestry if see is None else ancestry.masked_fill(~see(0, 0, q, k), float('-inf'))
-    if getattr(config, 'layer_types', None) is None: return masked(attention_layer_types(config)[0])
-    return {t: masked(t) for t in dict.fromkeys(config.layer_types)}
-
-# %% ../nbs/03_engine.ipynb #195fab9c
-def _keep_cache(cache, keep:list, total:int):
-    "Keep cache entries at indices `keep` (sorted) out of `total`."
-    if keep == list(range(len(keep))):
-        if total > len(keep): cache.crop(-(total - len(keep)))
-        return
-    idx = torch.tensor(keep)
-    for layer in cache.layers:
-        layer.keys = layer.keys.index_select(-2, idx.to(layer.keys.device))
-        layer.values = layer.values.index_select(-2, idx.to(layer.values.device))
 
 # %% ../nbs/03_engine.ipynb #3503d555
 def _probs(logits, temperature:float, top_p:float):
@@ -236,84 +183,6 @@ def _walk(nodes:list, # `_propose`'s nodes
             nxt = next((c for c in kids if nodes[c-1]['token'] == t), None)
             if nxt is None: return path, t, choices, tprobs
         path.append(nxt); cur = nxt
-
-# %% ../nbs/03_engine.ipynb #71114167
-class LiveTarget:
-    "The loaded target: one forward per phase through its KV cache."
-    def __init__(self, model):
-        from transformers import DynamicCache
-        self.model, self._cache_cls = model, DynamicCache
-        p = next(model.parameters()); self.device, self.dtype = p.device, p.dtype
-        for t in set(attention_layer_types(model.config)): _window_overlay(model.config, t)   # an attention it cannot mask: said now
-        self.reset()
-    def reset(self): self.cache = self._cache_cls()
-    @torch.no_grad()
-    def forward(self, ids, positions, mask=None)->tuple: # (logits [n, V], `ResidStates`)
-        x, pos = torch.tensor([ids], device=self.device), torch.tensor([positions], device=self.device)
-        if mask is not None:   # verify: the ancestry mask with each layer type's window, as the modelling file takes it
-            mask = target_masks(self.model.config, mask.to(self.device, self.dtype), positions)
-        out, hs = resid_forward(self.model, input_ids=x, position_ids=pos, use_cache=True, **{cache_kw(self.model): self.cache},
-                                attention_mask=mask)
-        return out.logits[0], hs
-    def keep(self, keep:list, total:int): _keep_cache(self.cache, keep, total)
-    def cached(self)->int: return self.cache.get_seq_length()
-    def answers(self, last:int)->bool: return True   # any position (the session checks the model's own limit)
-
-class _RecordedStates(ResidStates):
-    "resid[0..N] of some rows of a recorded sequence, read from the recording only when a wiring asks for a layer."
-    def __new__(cls, rec, seq:int, rows, on, dtype):
-        self = super().__new__(cls, [None] * (rec.n_layers + 1)); self._a = (rec, seq, rows, on, dtype); return self
-    def __getitem__(self, k):
-        rec, seq, rows, on, dtype = self._a
-        t = rec.resid(k, seq)[rows.clamp(max=rec.sequences[seq]['tokens'] - 1)].to(dtype)
-        return t.masked_fill(~on[:, None], float('nan'))[None]
-
-class RecordedTarget:
-    "A recording answering the session's forwards: greedy decoding of the prompts it recorded."
-    def __init__(self, rec:Recording, dtype=torch.float32):
-        self.rec, self.dtype, self.device = rec, dtype, torch.device('cpu')
-        kind = rec.manifest['logits']
-        self.vocab_ids = None if kind['kind'] == 'full' else torch.tensor(kind['vocab_ids'])
-        self.reset()
-    def reset(self): self.seq, self.n = None, 0
-    def held(self)->int: return self.rec.sequences[self.seq]['tokens']   # positions recorded of the sequence being decoded
-    def answers(self, last:int)->bool: return last < self.held()   # positions 0..last all recorded
-    def continuation(self)->list:
-        "The recorded answer after the prompt: the continuation, then the greedy token after its last position."
-        P = self.rec.sequences[self.seq]['prompt_tokens']
-        return self.rec.tokens(self.seq)[P:].tolist() + [int(self.rec.greedy(self.seq)[-1])]
-    def _on_path(self, toks, ids, pos, mask)->torch.Tensor:
-        "Rows whose token and every ancestor's token are the recorded ones at their positions."
-        on = [p < len(toks) and int(toks[p]) == t for t, p in zip(ids, pos)]
-        if mask is not None:
-            seen = mask[0, 0, :, -len(ids):] == 0   # [n, n]: row i sees its ancestors and itself
-            on = [on[i] and all(on[j] for j in range(i) if seen[i, j]) for i in range(len(ids))]
-        return torch.tensor(on)
-    def forward(self, ids, positions, mask=None)->tuple: # (logits [n, V], resid states), NaN off the recorded sequence
-        if positions[0] == 0:   # an extend: the prompt must be one of the recording's
-            self.seq = next((i for i, s in enumerate(self.rec.sequences) if s['prompt_tokens'] == len(ids)
-                             and self.rec.tokens(i)[:len(ids)].tolist() == list(ids)), None)
-            if self.seq is None: raise ValueError("this prompt is not in the recording: a recorded target answers only the prompts it recorded")
-        toks, P = self.rec.tokens(self.seq), self.rec.sequences[self.seq]['prompt_tokens']
-        rows, on = torch.tensor(positions), self._on_path(toks, ids, positions, mask)
-        got = self.rec.logits(self.seq)[rows.clamp(max=len(toks) - 1)].float()
-        if self.vocab_ids is not None:   # the kept ids only: the rest as never chosen
-            full = torch.full((len(ids), self.rec.vocab_size), float('-inf')); full[:, self.vocab_ids] = got; got = full
-        answer = torch.cat([toks[1:], self.rec.greedy(self.seq)[-1:]])   # after each position: the next token held, after the last the greedy one
-        emit = on & (rows >= P - 1)   # a continuation position answers with it (also where only the draft vocabulary's logits were kept)
-        got[emit, answer[rows[emit]]] = got[emit].max(-1).values + 1e-3
-        self._last = (rows, on, list(ids))
-        return got.masked_fill(~on[:, None], float('nan')), _RecordedStates(self.rec, self.seq, rows, on, self.dtype)
-    def offer(self, capture, phase:str, cycle:int):
-        "Hand `capture` what the recording holds of the last forward: the rows on the recorded sequence (the target never saw the others)."
-        rows, on, ids = self._last
-        keep = on.nonzero()[:, 0]
-        if not len(keep): return
-        r = rows[keep]
-        with capture.phase(phase, cycle, positions=r.tolist(), token_ids=[ids[i] for i in keep]):
-            capture.keep_recorded(lambda k: self.rec.resid(k, self.seq)[r].to(self.dtype)[None], lambda: self.rec.logits(self.seq)[r].float()[None])
-    def keep(self, keep:list, total:int): pass
-    def cached(self)->int: return 0
 
 # %% ../nbs/03_engine.ipynb #24cd33cb
 def _configured_wiring_error(pair, n:int)->str:
@@ -539,6 +408,18 @@ class RunReport:
     def short(self)->list:
         "Prompts whose run ended before `max_new_tokens` because the target could not answer another cycle: (index, new tokens, why)."
         return [(i, len(o) - 1, w) for i, (o, w) in enumerate(zip(self.outputs, self.stopped)) if w in ('positions', 'recording')]
+
+    def short_note(self, flags:bool=False, # name the settings as the command line's options
+                  )->str|None: # None when every prompt ran to `max_new_tokens`
+        "What `short` says in words: how many prompts ended early, how far they got, why, and what would let them finish."
+        if not self.short: return None
+        n, s, why = [k for _, k, _ in self.short], self.settings['speculative_num_steps'], {w for *_, w in self.short}
+        N, S = ('--max-new-tokens', '--steps') if flags else ('max_new_tokens', 'speculative_num_steps')
+        head = f"{len(n)} of {len(self.outputs)} prompts ended before {N} {self.max_new_tokens} ({min(n)}..{max(n)} new tokens"
+        if why == {'positions'}: return head + f"): the target's positions end there ({S} {s} needs room past the last token)"
+        fix = f"record --max-new-tokens {self.max_new_tokens} --steps {s}" if flags else f"record(..., max_new_tokens={self.max_new_tokens}, steps={s})"
+        return head + (f", prompts {', '.join(str(i + 1) for i, *_ in self.short[:5])}{' ...' if len(n) > 5 else ''}): the recording holds too few "
+                       f"continuation tokens; replaying {self.max_new_tokens} new tokens with {S} {s} needs {self.max_new_tokens + s} (`{fix}`)")
 
     def to_json(self)->dict:
         return dict(**self.summary, resid_layers=list(self.resid_layers), lossless=self.lossless, settings=self.settings,

@@ -17,7 +17,8 @@ from .outputs import Observed, read_observed, json_ready, observed_from_requests
 from .recording import Recording, is_recording
 from .scores import recorded_prompts
 from .wiring import resolve_wiring
-from .sglang.compare import pp_stage_findings
+from .stages import pp_stage_findings
+from .sglang.compare import pp_layer_split   # SGLang's split, for every engine's pp_size: a registry row to come
 
 # %% auto #0
 __all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'pair_facts',
@@ -90,10 +91,8 @@ def expected_acceptance(pair, # a `Pair` from `load_pair`, loaded for the deploy
                        )->Expected:
     "Run the pair in-process on `prompts` with the deployment's settings."
     rep = run_prompts(pair, prompts, max_new_tokens=max_new_tokens, progress=progress, **settings)
-    short = [f"{len(rep.short)} of {len(prompts)} prompts ran {min(n for _, n, _ in rep.short)}..{max(n for _, n, _ in rep.short)} new tokens, "
-             f"not {max_new_tokens}: the {'recording' if rep.short[0][2] == 'recording' else 'target positions'} ended there"] if rep.short else []
     return expectation_from_runs(rep.runs, rep.settings, level, resid_layers=list(rep.resid_layers), max_new_tokens=max_new_tokens,
-                                 lossless=rep.lossless, notes=list(notes or []) + short, outputs=rep.outputs, facts=pair_facts(pair))
+                                 lossless=rep.lossless, notes=list(notes or []) + ([rep.short_note()] if rep.short else []), outputs=rep.outputs, facts=pair_facts(pair))
 
 # %% ../nbs/04c_observed.ipynb #8f5048f9
 def observed_from_runs(runs:list, # StepResults, one list per prompt
@@ -155,7 +154,7 @@ def _pipeline(o, e, trend=None)->tuple:
     if pp is None: return 'open', "the output does not state pp_size"
     if pp <= 1: return 'ruled out', f"pp_size {pp}"
     if not e.facts.get('n_layers') or not e.resid_layers: return 'fits', f"pp_size {pp}"
-    fs = pp_stage_findings(e.resid_layers, e.facts['n_layers'], pp)
+    fs = pp_stage_findings(e.resid_layers, pp_layer_split(e.facts['n_layers'], pp))
     return ('shown', fs[0].message) if fs else ('ruled out', f"pp_size {pp}, and every fed layer resid{e.resid_layers} is on the last stage")
 
 def _parallel(o, e, trend=None)->tuple:

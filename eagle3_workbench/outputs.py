@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace, asdict
 import torch
 from .engines import Engine, SGLANG, VLLM
 from .stats import pooled_mean, within_slopes, slope_se, t_quantile
-from .sglang.log import text_and_name, read_server_log
+from .texts import text_and_name
+from .sglang.log import read_server_log
 
 # %% auto #0
 __all__ = ['SETTINGS_NAMES', 'MIN_REQUESTS', 'Observed', 'json_ready', 'engine_settings', 'logged_settings',

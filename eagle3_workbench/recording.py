@@ -123,6 +123,12 @@ class Recording:
         for i, s in enumerate(self.sequences):
             if s['tokens'] >= len(ids) and torch.equal(self.tokens(i)[:len(ids)].long(), ids): return i
         return None
+    def prompt_sequence(self, ids)->int:
+        "The sequence recorded for prompt `ids`: the first whose prompt is exactly `ids`; a prompt it did not record is refused."
+        ids = list(ids)
+        i = next((i for i, s in enumerate(self.sequences) if s['prompt_tokens'] == len(ids) and self.tokens(i)[:len(ids)].tolist() == ids), None)
+        if i is None: raise ValueError("this prompt is not in the recording: a recorded target answers only the prompts it recorded")
+        return i
     def stand_in(self, dtype=torch.float32)->_StandIn:
         "What `target.target_parts` reads of a target (the borrowed embedding and head, N layer slots), for loading a draft against it."
         if dtype not in self._parts: self._parts[dtype] = _StandIn(self, dtype)

@@ -17,7 +17,7 @@ from eagle3_workbench.target import target_parts
 from eagle3_workbench.capture import Capture
 from eagle3_workbench.teacher import resid_forward
 from eagle3_workbench.engine import Session
-from eagle3_workbench import engine
+from eagle3_workbench import targets
 from eagle3_workbench.recording import record, recorded_pair, open_recording
 
 ARCHS = ['llama', 'llama3', 'qwen2', 'qwen3', 'qwen3_moe', 'gpt_oss', 'mistral', 'mistral_window', 'gemma2', 'gemma3',
@@ -129,7 +129,7 @@ def test_speculative_equals_generate(live, arch):
 def test_verify_without_the_window_differs(pairs, arch, monkeypatch):
     "The planted fault: verify under the ancestry mask alone (every layer sees the whole prefix) leaves `generate`."
     pair = pairs(arch)
-    monkeypatch.setattr(engine, 'target_masks', lambda config, ancestry, positions: ancestry)
+    monkeypatch.setattr(targets, 'target_masks', lambda config, ancestry, positions: ancestry)
     differs = 0
     for p in PROMPTS:
         ref = _generate(pair.target, p, N + 8)

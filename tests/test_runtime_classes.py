@@ -14,7 +14,8 @@ from eagle3_workbench.observed import expectation_from_runs, pair_facts, compare
 from eagle3_workbench.records import Record
 from eagle3_workbench.dumps import read_dump
 from eagle3_workbench.sglang.readers import read_capture
-from eagle3_workbench.sglang.compare import (pp_layer_split, pp_stage_findings, capture_findings, rank_findings,
+from eagle3_workbench.stages import pp_stage_findings
+from eagle3_workbench.sglang.compare import (pp_layer_split, capture_findings, rank_findings,
                                              neighbour_tensors, wrong_tensor_from_capture, match_features, fc_in_samples)
 from eagle3_workbench.cli import main, EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT
 
@@ -143,9 +144,9 @@ def test_pipeline_split_loses_layers_on_earlier_stages():
     "61 layers on 4 stages: 15, 15, 15, 16 (SGLang's even split, the extra layer last); SpecForge's ids [1, 29, 57] read +1 are "
     "resid[2, 30, 58]: 2 is on stage 0, 30 on stage 2, only 58 on the last."
     assert pp_layer_split(61, 4) == [(0, 15), (15, 30), (30, 45), (45, 61)]
-    f = pp_stage_findings([2, 30, 58], 61, 4)
+    f = pp_stage_findings([2, 30, 58], pp_layer_split(61, 4))
     assert [x.code for x in f] == ['AUX_PP_STAGE_DROPPED'] and f[0].evidence['lost'] == [2, 30] and f[0].evidence['stages'] == {2: 0, 30: 2}
-    assert pp_stage_findings([2, 30, 58], 61, 1) == [] and pp_stage_findings([46, 50, 58], 61, 4) == []
+    assert pp_stage_findings([2, 30, 58], pp_layer_split(61, 1)) == [] and pp_stage_findings([46, 50, 58], pp_layer_split(61, 4)) == []
 
 def test_pipeline_from_server_settings_and_from_a_vllm_log(expected):
     staged = compare_observed(read_observed(server_info(1.4, pp_size=2)), expected)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import torch
 from ..findings import Finding
+from ..stages import pp_stage_findings
 from ..stats import bootstrap_ci, pooled_mean
 from ..points import SGLANG_PHASES, SGLANG_GRAPH_PHASES, phase_family, any_matcher
 from ..records import load_tensor
@@ -15,9 +16,8 @@ from .readers import ServerCapture, fmt_value, is_number
 
 # %% auto #0
 __all__ = ['REPLICATED', 'CaptureComparison', 'compare_captures', 'Presence', 'presence_by_phase', 'rank_findings',
-           'pp_layer_split', 'pp_stage_findings', 'capture_findings', 'captured_neighbours', 'neighbour_tensors',
-           'wrong_tensor_findings', 'wrong_tensor_from_capture', 'precision_tol', 'FeatureMatch', 'match_features',
-           'fc_in_samples']
+           'pp_layer_split', 'capture_findings', 'captured_neighbours', 'neighbour_tensors', 'wrong_tensor_findings',
+           'wrong_tensor_from_capture', 'precision_tol', 'FeatureMatch', 'match_features', 'fc_in_samples']
 
 # %% ../../nbs/02f_sglang_compare.ipynb #a0b3592c
 @dataclass
@@ -204,25 +204,6 @@ def pp_layer_split(n_layers:int, # the target's decoder layers N
     return out
 
 # %% ../../nbs/02f_sglang_compare.ipynb #bedf8ebb
-def pp_stage_findings(resid_layers, # the resid indices the engine feeds the draft
-                      n_layers:int, pp_size:int|None, # the target's N; pipeline stages (None or 1: no pipeline)
-                      partition=None, # SGLANG_PP_LAYER_PARTITION, if set
-                      source:str='the server settings', # what showed pp_size, for the message
-                     )->list: # [] or one AUX_PP_STAGE_DROPPED finding
-    "AUX_PP_STAGE_DROPPED when a fed resid[k] lies on a pipeline stage before the last (aux states are captured on the last stage only)."
-    if not pp_size or pp_size <= 1 or not resid_layers: return []
-    split = pp_layer_split(n_layers, pp_size, partition)
-    last = split[-1][0]
-    lost = [k for k in resid_layers if k < last]
-    if not lost: return []
-    stage = {k: next(i for i, (a, b) in enumerate(split) if a <= k < b) for k in lost}
-    kept = len(resid_layers) - len(lost)
-    return [Finding('AUX_PP_STAGE_DROPPED', 'error', f"{source}: pipeline parallel size {pp_size} splits the {n_layers} layers as "
-                    + ' | '.join(f"{a}-{b - 1}" for a, b in split) + f"; the fed resid{lost} {'lies' if len(lost) == 1 else 'lie'} on stage(s) "
-                    f"{sorted(set(stage.values()))}, before the last, where no aux state is captured: the draft gets {kept} of {len(resid_layers)} states. Serve the draft without "
-                    f"pipeline parallelism, or with aux layers from {last} on",
-                    dict(pp_size=pp_size, split=split, fed=list(resid_layers), lost=lost, stages=stage, last_stage_from=last))]
-
 def capture_findings(cap:ServerCapture, # a capture read with every rank
                      resid_layers=None, # the resid indices the engine feeds (for the pipeline check)
                      n_layers:int|None=None, # the target's N (for the pipeline check)
@@ -232,7 +213,7 @@ def capture_findings(cap:ServerCapture, # a capture read with every rank
     out = rank_findings(cap)
     stages = sorted({p['pp'] for p in cap.processes if p.get('pp') is not None})
     if len(stages) > 1 and resid_layers is not None and n_layers:
-        out += pp_stage_findings(resid_layers, n_layers, len(stages), partition, f"the capture ({len(stages)} pipeline stages in {cap.folder})")
+        out += pp_stage_findings(resid_layers, pp_layer_split(n_layers, len(stages), partition), f"the capture ({len(stages)} pipeline stages in {cap.folder})")
     return out
 
 # %% ../../nbs/02f_sglang_compare.ipynb #7f660676

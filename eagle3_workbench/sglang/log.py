@@ -5,13 +5,13 @@
 # %% ../../nbs/02e_sglang_log.ipynb #278d668b
 from __future__ import annotations
 import re
-from pathlib import Path
 from ..points import SGLANG_KNOWN_POINTS, resid_k
+from ..texts import text_and_name
 from ..records import Record, Origin
 from .readers import is_number
 
 # %% auto #0
-__all__ = ['text_and_name', 'read_server_log', 'server_log_figure', 'read_debug_lines']
+__all__ = ['read_server_log', 'server_log_figure', 'read_debug_lines']
 
 # %% ../../nbs/02e_sglang_log.ipynb #9fb271bc
 _DECODE = re.compile(r'Decode batch(?: \[(\d+)\])?[.,]?\s*(.*)$')
@@ -27,18 +27,6 @@ def _value(v:str):
         try: return conv(v)
         except ValueError: pass
     return v or None
-
-def text_and_name(src)->tuple:
-    "(text, name) of a file path, or of text passed as is (name 'text'); a (text, name) pair passes through."
-    if isinstance(src, tuple): return src
-    if not isinstance(src, Path):
-        s = str(src)
-        try: is_file = '\n' not in s and len(s) < 4096 and Path(s).expanduser().is_file()
-        except (OSError, ValueError): is_file = False
-        if not is_file: return s, 'text'
-    p = Path(src).expanduser()
-    if not p.is_file(): raise FileNotFoundError(f"{p}: no such file")
-    return p.read_text(errors='replace'), str(p)
 
 def _text(text_or_path)->str: return text_and_name(text_or_path)[0]
 
