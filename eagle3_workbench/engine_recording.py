@@ -10,13 +10,14 @@ from pathlib import Path
 import torch
 from .records import RAW_PASS, RAW_PROCESS
 from .layouts import rank_place, rank_key
+from .findings import Finding
 from .loading import resolve_path, read_config, weight_files, load_state_dict, load_tokenizer
 from .recording import RecordingWriter, Recording, new_request, new_manifest, open_recording
 
 # %% auto #0
-__all__ = ['REQUEST', 'write_request', 'read_request', 'RawProcess', 'read_raw', 'stage_groups', 'check_ranks', 'check_stages',
-           'LogitPlan', 'logit_plan', 'request_rows', 'stitch', 'match_sequences', 'Replica', 'replicas',
-           'sequence_tensors', 'borrowed_weights', 'assemble']
+__all__ = ['REQUEST', 'write_request', 'read_request', 'RawProcess', 'read_raw', 'stage_groups', 'LayoutError', 'check_ranks',
+           'check_stages', 'LogitPlan', 'logit_plan', 'request_rows', 'stitch', 'match_sequences', 'Replica',
+           'replicas', 'sequence_tensors', 'layout_findings', 'borrowed_weights', 'assemble']
 
 # %% ../nbs/02k_engine_recording.ipynb #1ee5f5e6
 REQUEST = 'request.json'
@@ -124,12 +125,16 @@ def _rel(x:torch.Tensor, y:torch.Tensor)->float:
     "The largest per-token relative difference of two [T, H] tensors."
     return float(((x.double() - y.double()).norm(dim=-1) / x.double().norm(dim=-1).clamp_min(1e-30)).max()) if x.numel() else 0.
 
+class LayoutError(ValueError):
+    "A raw folder whose ranks or stages do not fit together, with the finding code of the failure class it shows."
+    def __init__(self, code:str, message:str): super().__init__(message); self.code = code
+
 def _rows_follow(p:RawProcess, n:int, meta:dict):
     "Each resid[k] of pass `n` has one row per token of the pass."
     T = len(_load(p.file(n), 'token_ids'))
     for j in meta['layers']:
         if (r := _load(p.file(n), f'resid.{j}').shape[0]) != T:
-            raise ValueError(f"{p.file(n)}: resid.{j} holds {r} rows for the pass's {T} tokens: its rows do not follow the tokens "
+            raise LayoutError('AUX_ROWS_SCATTERED', f"{p.file(n)}: resid.{j} holds {r} rows for the pass's {T} tokens: its rows do not follow the tokens "
                              "(read before expert parallel's combine, or scattered over ranks)")
 
 def check_ranks(procs:dict, # tensor rank -> `RawProcess`: one stage of one replica (from `stage_groups`)
@@ -152,7 +157,7 @@ def check_ranks(procs:dict, # tensor rank -> `RawProcess`: one stage of one repl
             for k in ['token_ids', 'positions'] + [f'resid.{j}' for j in meta['layers']]:
                 x, y = _load(base.file(n), k), _load(p.file(n), k)
                 if x.is_floating_point():
-                    if (err := _rel(x, y)) > rtol: raise ValueError(f"{p.file(n)}: {k} differs from rank 0's by {err:.1e} (relative, per token; allowed {rtol:g}): the ranks do not agree")
+                    if (err := _rel(x, y)) > rtol: raise LayoutError('AUX_RANK_DIVERGENCE', f"{p.file(n)}: {k} differs from rank 0's by {err:.1e} (relative, per token; allowed {rtol:g}): the ranks do not agree")
                 elif not torch.equal(x, y): raise ValueError(f"{p.file(n)}: {k} differ from rank 0's: the ranks ran other tokens")
 
 # %% ../nbs/02k_engine_recording.ipynb #03863a1f
@@ -164,7 +169,7 @@ def _stage_layers(p:RawProcess)->list:
             raise ValueError(f"{p.file(n).with_suffix('.json')}: resid{lost} not recorded (the process's first pass has them)")
     a, b, pl = p.place['start_layer'], p.place['end_layer'], p.place
     if a is not None and (bad := [k for k in first if not (a <= k <= b or (k == 0 and pl['pp_rank'] == 0))]):
-        raise ValueError(f"{p.dir/RAW_PROCESS}: stage {pl['pp_rank']} holds decoder layers {a}..{b - 1} but its passes name resid{bad}: "
+        raise LayoutError('AUX_PP_LOCAL_IDS', f"{p.dir/RAW_PROCESS}: stage {pl['pp_rank']} holds decoder layers {a}..{b - 1} but its passes name resid{bad}: "
                          "local layer indices, not the global ids")
     return first
 
@@ -186,7 +191,7 @@ def check_stages(stages:dict, # stage -> `RawProcess` (tensor rank 0 of each sta
             if k not in holder: holder[k] = p; continue
             for n in p.passes:
                 if (err := _rel(_load(holder[k].file(n), f'resid.{k}'), _load(p.file(n), f'resid.{k}'))) > rtol:
-                    raise ValueError(f"{p.file(n)}: resid.{k} differs by {err:.1e} from the stage before's (allowed {rtol:g}): the stages disagree at their boundary")
+                    raise LayoutError('AUX_RANK_DIVERGENCE', f"{p.file(n)}: resid.{k} differs by {err:.1e} from the stage before's (allowed {rtol:g}): the stages disagree at their boundary")
     return holder
 
 # %% ../nbs/02k_engine_recording.ipynb #813938fc
@@ -311,6 +316,19 @@ def _best(keys, suffix):
     "The checkpoint's own tensor named `*suffix`: the top-level one when several are (e.g. an MTP layer's copy)."
     hits = sorted((k for k in keys if k == suffix or k.endswith('.' + suffix)), key=lambda k: (k.count('.'), k))
     return hits[0] if hits else None
+
+# %% ../nbs/02k_engine_recording.ipynb #88b75f33
+def layout_findings(raw, # a raw folder (request.json is not needed)
+                    rtol:float=1e-3, # how far ranks and stages may differ (per token, relative)
+                   )->list: # [] or one `Finding` of the first failure class found
+    "The layout failure class a raw folder shows (local layer ids, rows that are not the tokens, ranks that disagree), as a finding."
+    procs = read_raw(raw)
+    try:
+        for stages in stage_groups(procs).values():
+            for group in stages.values(): check_ranks(group, rtol)
+            check_stages({s: g[min(g)] for s, g in stages.items()}, rtol)
+    except LayoutError as e: return [Finding(e.code, 'error', str(e), {'raw': str(raw)})]
+    return []
 
 # %% ../nbs/02k_engine_recording.ipynb #aa23ae3c
 def borrowed_weights(path, # the target's directory

@@ -191,3 +191,28 @@ def test_place_out_of_range_is_named(base, tmp_path):
     pj = next(raw.glob('rank1_*'))/'process.json'
     info = json.loads(pj.read_text()); info[PLACE_KEY]['pp_rank'] = 2; pj.write_text(json.dumps(info))
     _fails(raw, t, tmp_path, 'process.json: place: pp_rank=2, pp_size=2: expected integers with 0 <= rank < size')
+
+# ------------------------------------------------------------------------------------------------------------------
+# the failure classes a raw folder shows, as findings: each planted beside its clean counterpart
+from eagle3_workbench.engine_recording import layout_findings
+
+def _codes(raw): return [(f.code, f.severity) for f in layout_findings(raw)]
+
+@pytest.mark.parametrize('layout', [dict(pp=2), dict(dp=2, pp=2, tp=2), dict(tp=2, ep=2)], ids=str)
+def test_clean_layouts_show_no_class(base, layout, tmp_path):
+    assert _codes(write_layout(tmp_path/'raw', base[2], **layout)) == []
+
+def test_local_ids_class(base, tmp_path):
+    assert _codes(write_layout(tmp_path/'raw', base[2], pp=2, local_ids=True)) == [('AUX_PP_LOCAL_IDS', 'error')]
+
+def test_scattered_rows_class(base, tmp_path):
+    raw = write_layout(tmp_path/'raw', base[2], tp=2, ep=2)
+    f = next(raw.glob('rank1_*'))/'raw-pass-000002.safetensors'
+    x = load_file(f); x['resid.1'] = x['resid.1'][:2].contiguous(); save_file(x, str(f))   # this rank's share of the tokens only
+    assert _codes(raw) == [('AUX_ROWS_SCATTERED', 'error')]
+
+def test_ranks_disagree_class(base, tmp_path):
+    raw = write_layout(tmp_path/'raw', base[2], tp=2, pp=2)
+    f = next(raw.glob('rank3_*'))/'raw-pass-000001.safetensors'   # stage 1, tensor rank 1
+    x = load_file(f); x['resid.4'] = x['resid.4'].roll(1, 0).contiguous(); save_file(x, str(f))   # other tokens' states, same count
+    assert _codes(raw) == [('AUX_RANK_DIVERGENCE', 'error')]
