@@ -12,7 +12,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from ..points import (SGLANG_DRAFT_PARTS, SGLANG_TARGET_PARTS, SGLANG_LAYER, SGLANG_INPUT_NORM,
-    SGLANG_MODE_PHASE, SGLANG_DRAFT_PHASE, SGLANG_SPELLINGS, sglang_draft_name, sglang_resid_module, first_tensor, resid_k, infer_phase)
+    SGLANG_SPELLINGS, sglang_draft_name, sglang_resid_module, first_tensor, resid_k, infer_phase)
 from ..records import Record, Origin, tensor_stats, raw_process_folder, write_raw_pass, rank_logits
 from ..layouts import LAYOUT_FLAGS, PLACE_KEY, layout_refusal
 

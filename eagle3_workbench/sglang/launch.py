@@ -8,7 +8,7 @@ import inspect, json, shlex
 from importlib import import_module
 from importlib.util import find_spec
 import torch
-from ..layouts import layout_refusal, layout_lines
+from ..layouts import layout_refusal
 from .hook import forward_hooks_json, attach_forward_hooks, flush_all
 from .readers import ServerCapture, read_hook_folder
 
