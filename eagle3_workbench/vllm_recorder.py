@@ -8,11 +8,12 @@ import os, sys, traceback
 from importlib import import_module
 import torch
 from torch import nn
-from .records import raw_process_folder, write_raw_pass
+from pathlib import Path
+from .records import raw_process_folder, write_raw_pass, Record, Origin, tensor_stats
 from .layouts import PLACE_KEY, layout_refusal
 
 # %% auto #0
-__all__ = ['decoder_stack', 'recorder_refusal', 'worker_place', 'RecorderExtension']
+__all__ = ['decoder_stack', 'recorder_refusal', 'worker_place', 'RecorderExtension', 'read_extracted_hidden_states']
 
 # %% ../nbs/02j_vllm_recorder.ipynb #4b81d1cd
 def decoder_stack(model:nn.Module, # a vLLM causal LM (`model_runner.model`)
@@ -151,3 +152,31 @@ class RecorderExtension:
         m = self.model_runner.model
         return dict(pid=os.getpid(), rank=getattr(self, 'rank', None), model=type(m).__name__, stack=type(decoder_stack(m)).__name__,
                     n_layers=len(decoder_stack(m).layers), refusal=recorder_refusal(self))
+
+# %% ../nbs/02j_vllm_recorder.ipynb #2751e3f2
+def read_extracted_hidden_states(files, # vLLM's per-request files: paths, or one folder of `*.safetensors`
+                                 layer_ids, # the extraction config's `eagle_aux_hidden_state_layer_ids`, in order
+                                 keep_tensors:bool=False, # attach each [T, H] tensor to its record
+                                )->list: # Records: `target.resid[k]` per request and id, phase 'prefill'
+    "vLLM's `extract_hidden_states` output (its connector's safetensors per request) read as a capture of resid[k]."
+    from safetensors.torch import load_file
+    paths = sorted(Path(files).glob('*.safetensors')) if isinstance(files, (str, Path)) and Path(files).is_dir() else [Path(f) for f in ([files] if isinstance(files, (str, Path)) else files)]
+    if not paths: raise ValueError(f"{files}: no .safetensors file of vLLM's hidden-states connector")
+    out, ids = [], [int(k) for k in layer_ids]
+    for f in paths:
+        d = load_file(str(f))
+        hs, tok = d.get('hidden_states'), d.get('token_ids')
+        if hs is None or tok is None or hs.dim() != 3 or hs.shape[0] != tok.shape[0] or hs.shape[1] != len(ids):
+            raise ValueError(f"{f}: expected 'hidden_states' [T, {len(ids)}, H] and 'token_ids' [T] (one state per id of {ids}); "
+                             f"got {({k: tuple(v.shape) for k, v in d.items()})}")
+        toks = tok.tolist()
+        for j, k in enumerate(ids):
+            t = hs[:, j]
+            st = tensor_stats(t)
+            r = Record(f'target.resid[{k}]', 'prefill', -1, list(range(len(toks))), toks, tuple(t.shape), st['dtype'], st,
+                       origin=Origin('vllm-extract', role='target', module=f'aux id {k}', reading='hidden_states+residual',
+                                     detail=dict(file=f.name, request=f.stem, slot=j)),
+                       phase_source='inferred', phase_evidence="vLLM's extract_hidden_states writes the prefill of each request")
+            if keep_tensors: r.tensor = t.contiguous()
+            out.append(r)
+    return out
