@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from .records import RAW_PASS, RAW_PROCESS
+from .layouts import rank_place, rank_key
+from .findings import Finding
 from .loading import resolve_path, read_config, weight_files, load_state_dict, load_tokenizer
 from .recording import RecordingWriter, Recording, new_request, new_manifest, open_recording
 
 # %% auto #0
-__all__ = ['REQUEST', 'write_request', 'read_request', 'RawProcess', 'read_raw', 'check_ranks', 'LogitPlan', 'logit_plan',
-           'request_rows', 'stitch', 'match_sequences', 'sequence_tensors', 'borrowed_weights', 'assemble']
+__all__ = ['REQUEST', 'write_request', 'read_request', 'RawProcess', 'read_raw', 'stage_groups', 'LayoutError', 'check_ranks',
+           'check_stages', 'LogitPlan', 'logit_plan', 'request_rows', 'stitch', 'match_sequences', 'Replica',
+           'replicas', 'sequence_tensors', 'layout_findings', 'borrowed_weights', 'assemble']
 
 # %% ../nbs/02k_engine_recording.ipynb #1ee5f5e6
 REQUEST = 'request.json'
@@ -57,14 +60,17 @@ def read_request(raw)->dict:
 # %% ../nbs/02k_engine_recording.ipynb #8c5ad2fe
 @dataclass
 class RawProcess:
-    "One process's raw passes: its folder, its process.json, and pass number -> that pass's JSON."
+    "One process's raw passes: its folder, its process.json, pass number -> that pass's JSON, and its place."
     dir: Path
     info: dict
     passes: dict = field(default_factory=dict)
+    place: dict = field(default_factory=dict)
     def file(self, n:int)->Path: return self.dir/(RAW_PASS.format(n) + '.safetensors')
 
 def _process(d:Path)->RawProcess:
     p = RawProcess(d, _read_json(d/RAW_PROCESS))
+    try: p.place = rank_place(p.info)
+    except ValueError as e: raise ValueError(f"{d/RAW_PROCESS}: {e}") from None
     for js in sorted(d.glob('raw-pass-*.json')):
         meta = _read_json(js)
         if not js.with_suffix('.safetensors').is_file(): raise ValueError(f"{js.with_suffix('.safetensors')}: missing (its JSON is there)")
@@ -73,19 +79,40 @@ def _process(d:Path)->RawProcess:
         if not st.with_suffix('.json').is_file(): raise ValueError(f"{st}: a pass without its JSON: cut short while it was written")
     return p
 
+def _of(dp:int, pp:int, place:dict)->str:
+    "' of stage S of data-parallel rank D', for the groups the deployment has."
+    return (f" of stage {pp}" if place['pp_size'] > 1 else '') + (f" of data-parallel rank {dp}" if place['dp_size'] > 1 else '')
+
 def read_raw(raw)->dict:
-    "rank -> `RawProcess` of a raw folder, every rank of the tensor-parallel group present, one process per rank."
+    "(replica, stage, tensor rank) -> `RawProcess` of a raw folder: every tensor rank of every stage present, one process each."
     procs = {}
     for d in sorted(Path(raw).glob('rank*_pid*')):
         p = _process(d)
-        r = int(p.info['rank'])
-        if r in procs: raise ValueError(f"{d}: a second process of rank {r} (also {procs[r].dir.name}): one engine run per raw folder")
-        procs[r] = p
+        if (key := rank_key(p.place)) in procs:
+            raise ValueError(f"{d}: a second process of rank {key[2]}{_of(key[0], key[1], p.place)} (also {procs[key].dir.name}): one engine run per raw folder")
+        procs[key] = p
     if not procs: raise ValueError(f"{raw}: no process folder (rank*_pid*): the recorder wrote nothing here")
-    tp = int(procs[min(procs)].info.get('tp_size') or 1)
-    if missing := sorted(set(range(tp)) - set(procs)):
-        raise ValueError(f"{raw}: tensor parallel {tp}, but rank {missing[0]} wrote no process folder here")
+    for (dp, pp), group in _groups(procs).items():
+        pl = group[min(group)].place
+        if missing := sorted(set(range(pl['tp_size'])) - set(group)):
+            raise ValueError(f"{raw}: tensor parallel {pl['tp_size']}, but rank {missing[0]}{_of(dp, pp, pl)} wrote no process folder here")
+    for dp, stages in stage_groups(procs).items():
+        pl = next(iter(stages.values()))[0].place
+        if missing := sorted(set(range(pl['pp_size'])) - set(stages)):
+            raise ValueError(f"{raw}: pipeline parallel {pl['pp_size']}, but stage {missing[0]}{_of(dp, 0, pl | dict(pp_size=1))} wrote no "
+                             "process folder here: its recorder never opened a pass (a stage without the embedding must open on its first layer)")
     return procs
+
+def _groups(procs:dict)->dict:
+    out = {}
+    for (dp, pp, tp), p in procs.items(): out.setdefault((dp, pp), {})[tp] = p
+    return out
+
+def stage_groups(procs:dict)->dict:
+    "replica -> stage -> tensor rank -> `RawProcess`."
+    out = {}
+    for (dp, pp), g in _groups(procs).items(): out.setdefault(dp, {})[pp] = g
+    return out
 
 # %% ../nbs/02k_engine_recording.ipynb #3c4a7840
 def _load(file:Path, name:str, a:int|None=None, b:int|None=None)->torch.Tensor:
@@ -94,11 +121,28 @@ def _load(file:Path, name:str, a:int|None=None, b:int|None=None)->torch.Tensor:
         if name not in f.keys(): raise ValueError(f"{file}: no tensor {name!r}")
         return f.get_slice(name)[a:b] if a is not None else f.get_tensor(name)
 
-def check_ranks(procs:dict, # from `read_raw`
+def _rel(x:torch.Tensor, y:torch.Tensor)->float:
+    "The largest per-token relative difference of two [T, H] tensors."
+    return float(((x.double() - y.double()).norm(dim=-1) / x.double().norm(dim=-1).clamp_min(1e-30)).max()) if x.numel() else 0.
+
+class LayoutError(ValueError):
+    "A raw folder whose ranks or stages do not fit together, with the finding code of the failure class it shows."
+    def __init__(self, code:str, message:str): super().__init__(message); self.code = code
+
+def _rows_follow(p:RawProcess, n:int, meta:dict):
+    "Each resid[k] of pass `n` has one row per token of the pass."
+    T = len(_load(p.file(n), 'token_ids'))
+    for j in meta['layers']:
+        if (r := _load(p.file(n), f'resid.{j}').shape[0]) != T:
+            raise LayoutError('AUX_ROWS_SCATTERED', f"{p.file(n)}: resid.{j} holds {r} rows for the pass's {T} tokens: its rows do not follow the tokens "
+                             "(read before expert parallel's combine, or scattered over ranks)")
+
+def check_ranks(procs:dict, # tensor rank -> `RawProcess`: one stage of one replica (from `stage_groups`)
                 rtol:float=1e-3, # largest per-token relative difference of resid[k] between ranks
                ):
-    "A one-line ValueError naming the file where another rank disagrees with rank 0."
+    "A one-line ValueError naming the file where a rank's rows are not its tokens, or another rank disagrees with rank 0."
     base = procs[min(procs)]
+    for n, meta in base.passes.items(): _rows_follow(base, n, meta)
     for r, p in sorted(procs.items()):
         if p is base: continue
         if extra := sorted(set(base.passes) ^ set(p.passes)):
@@ -109,12 +153,46 @@ def check_ranks(procs:dict, # from `read_raw`
             mine = p.passes[n]
             for k in ('rids', 'seq_lens', 'layers'):
                 if meta.get(k) != mine.get(k): raise ValueError(f"{p.file(n).with_suffix('.json')}: {k} {mine.get(k)} differ from rank 0's {meta.get(k)}")
+            _rows_follow(p, n, mine)
             for k in ['token_ids', 'positions'] + [f'resid.{j}' for j in meta['layers']]:
                 x, y = _load(base.file(n), k), _load(p.file(n), k)
                 if x.is_floating_point():
-                    err = float(((x.double() - y.double()).norm(dim=-1) / x.double().norm(dim=-1).clamp_min(1e-30)).max()) if x.numel() else 0.
-                    if err > rtol: raise ValueError(f"{p.file(n)}: {k} differs from rank 0's by {err:.1e} (relative, per token; allowed {rtol:g}): the ranks do not agree")
+                    if (err := _rel(x, y)) > rtol: raise LayoutError('AUX_RANK_DIVERGENCE', f"{p.file(n)}: {k} differs from rank 0's by {err:.1e} (relative, per token; allowed {rtol:g}): the ranks do not agree")
                 elif not torch.equal(x, y): raise ValueError(f"{p.file(n)}: {k} differ from rank 0's: the ranks ran other tokens")
+
+# %% ../nbs/02k_engine_recording.ipynb #03863a1f
+def _stage_layers(p:RawProcess)->list:
+    "The resid indices every pass of a stage holds; a pass missing one of them is named."
+    first = p.passes[min(p.passes)]['layers'] if p.passes else []
+    for n, meta in p.passes.items():
+        if lost := sorted(set(first) - set(meta['layers'])):
+            raise ValueError(f"{p.file(n).with_suffix('.json')}: resid{lost} not recorded (the process's first pass has them)")
+    a, b, pl = p.place['start_layer'], p.place['end_layer'], p.place
+    if a is not None and (bad := [k for k in first if not (a <= k <= b or (k == 0 and pl['pp_rank'] == 0))]):
+        raise LayoutError('AUX_PP_LOCAL_IDS', f"{p.dir/RAW_PROCESS}: stage {pl['pp_rank']} holds decoder layers {a}..{b - 1} but its passes name resid{bad}: "
+                         "local layer indices, not the global ids")
+    return first
+
+def check_stages(stages:dict, # stage -> `RawProcess` (tensor rank 0 of each stage of one replica)
+                 rtol:float=1e-3, # how far a layer two stages hold may differ (per token, relative)
+                )->dict: # resid index -> the `RawProcess` whose rows are kept
+    "Where each resid[k] of a replica is read, the stages checked to have run the same passes on the same tokens."
+    base, holder = stages[min(stages)], {}
+    for s, p in sorted(stages.items()):
+        if p is not base and (extra := sorted(set(base.passes) ^ set(p.passes))):
+            raise ValueError(f"{(p if extra[0] in base.passes else base).file(extra[0]).with_suffix('.json')}: missing; pass {extra[0]} "
+                             "is on one pipeline stage only: the stages did not record the same passes")
+        for n, meta in (p.passes.items() if p is not base else ()):
+            for k in ('rids', 'seq_lens'):
+                if meta.get(k) != base.passes[n].get(k): raise ValueError(f"{p.file(n).with_suffix('.json')}: {k} {meta.get(k)} differ from stage {min(stages)}'s")
+            for k in ('token_ids', 'positions'):
+                if not torch.equal(_load(base.file(n), k), _load(p.file(n), k)): raise ValueError(f"{p.file(n)}: {k} differ from stage {min(stages)}'s: the stages ran other tokens")
+        for k in _stage_layers(p):
+            if k not in holder: holder[k] = p; continue
+            for n in p.passes:
+                if (err := _rel(_load(holder[k].file(n), f'resid.{k}'), _load(p.file(n), f'resid.{k}'))) > rtol:
+                    raise LayoutError('AUX_RANK_DIVERGENCE', f"{p.file(n)}: resid.{k} differs by {err:.1e} from the stage before's (allowed {rtol:g}): the stages disagree at their boundary")
+    return holder
 
 # %% ../nbs/02k_engine_recording.ipynb #813938fc
 @dataclass
@@ -175,23 +253,28 @@ def stitch(proc:RawProcess, rid:str, pieces:list)->tuple:
     return pieces, torch.cat([_load(proc.file(n), 'token_ids', a, b) for n, a, b in pieces])
 
 # %% ../nbs/02k_engine_recording.ipynb #08c04f73
-def match_sequences(proc:RawProcess, req:dict, raw:Path)->list:
-    "Per sequence of the request, its pieces (pass, first row, end row) in position order."
-    rows, out, f = request_rows(proc), [], raw/REQUEST
+def match_sequences(bases:dict, # replica -> its stage-0, tensor-rank-0 `RawProcess`
+                    req:dict, raw:Path)->list:
+    "Per sequence of the request, (replica, its pieces (pass, first row, end row) in position order)."
+    rows, out, f = {dp: request_rows(p) for dp, p in bases.items()}, [], raw/REQUEST
     if all(s.get('rid') for s in req['sequences']):
         for i, s in enumerate(req['sequences']):
-            if s['rid'] not in rows: raise ValueError(f"{f}: sequence {i} (rid {s['rid']}): no pass under {raw} holds it")
-            pieces, toks = stitch(proc, s['rid'], rows[s['rid']])
+            where = [dp for dp in sorted(rows) if s['rid'] in rows[dp]]
+            if not where: raise ValueError(f"{f}: sequence {i} (rid {s['rid']}): no pass under {raw} holds it")
+            if len(where) > 1: raise ValueError(f"{f}: sequence {i} (rid {s['rid']}) is on data-parallel ranks {where}: a request is served by one replica")
+            proc = bases[where[0]]
+            pieces, toks = stitch(proc, s['rid'], rows[where[0]][s['rid']])
             if (got := toks.tolist()) != s['tokens']:
                 why = (f"ends at position {len(got) - 1} of the {len(s['tokens'])} of sequence {i} of {f} (the passes of the rest are missing)"
                        if got == s['tokens'][:len(got)] else f"holds other tokens than sequence {i} of {f}")
                 raise ValueError(f"{proc.file(pieces[-1][0])}: request {s['rid']} {why}")
-            out.append(pieces)
+            out.append((where[0], pieces))
         return out
     by_tokens = {}
-    for rid, pieces in rows.items():
-        pieces, toks = stitch(proc, rid, pieces)
-        by_tokens.setdefault(tuple(toks.tolist()), []).append(pieces)
+    for dp in sorted(rows):
+        for rid, pieces in rows[dp].items():
+            pieces, toks = stitch(bases[dp], rid, pieces)
+            by_tokens.setdefault(tuple(toks.tolist()), []).append((dp, pieces))
     for i, s in enumerate(req['sequences']):
         got = by_tokens.get(tuple(s['tokens']))
         if not got: raise ValueError(f"{f}: sequence {i}: no request recorded under {raw} holds its {len(s['tokens'])} tokens")
@@ -201,21 +284,53 @@ def match_sequences(proc:RawProcess, req:dict, raw:Path)->list:
     return out
 
 # %% ../nbs/02k_engine_recording.ipynb #019dd322
-def sequence_tensors(procs:dict, pieces:list, layers, plan:LogitPlan, dtype)->dict:
-    "One sequence's tokens, greedy token, logits and resid[k], from rank 0's rows and the logit ranks'."
-    base = procs[min(procs)]
+@dataclass
+class Replica:
+    "One data-parallel replica put together: where its tokens, each resid[k] and its logits are read."
+    base: RawProcess   # the first stage's tensor rank 0: tokens, positions, requests
+    holder: dict       # resid index -> the process whose rows are kept
+    logits: dict       # tensor rank -> process, of the last stage
+    plan: LogitPlan
+
+def replicas(procs:dict, # from `read_raw`
+             vocab_size:int, vocab_ids=None, rtol:float=1e-3)->dict:
+    "replica -> `Replica`: every stage's ranks checked, the stages joined by layer, the logits planned."
+    out = {}
+    for dp, stages in sorted(stage_groups(procs).items()):
+        for group in stages.values(): check_ranks(group, rtol)
+        holder = check_stages({s: g[min(g)] for s, g in stages.items()}, rtol)
+        last = stages[max(stages)]
+        out[dp] = Replica(stages[min(stages)][min(stages[min(stages)])], holder, last, logit_plan(last, vocab_size, vocab_ids))
+    return out
+
+def sequence_tensors(rep:Replica, pieces:list, layers, dtype)->dict:
+    "One sequence's tokens, greedy token, logits and resid[k], from its replica's rows."
     rows = lambda p, name: torch.cat([_load(p.file(n), name, a, b) for n, a, b in pieces])
-    tv = torch.stack([rows(procs[r], 'top_value') for r in plan.ranks])
-    ti = torch.stack([rows(procs[r], 'top_index') for r in plan.ranks])
-    return dict(tokens=rows(base, 'token_ids').long(), greedy=ti.gather(0, tv.argmax(0, keepdim=True))[0].long(),
-                logits=torch.cat([rows(procs[r], 'logits') for r in plan.ranks], -1)[:, plan.take].float().contiguous(),
-                resid={k: rows(base, f'resid.{k}').to(dtype).contiguous() for k in layers})
+    tv = torch.stack([rows(rep.logits[r], 'top_value') for r in rep.plan.ranks])
+    ti = torch.stack([rows(rep.logits[r], 'top_index') for r in rep.plan.ranks])
+    return dict(tokens=rows(rep.base, 'token_ids').long(), greedy=ti.gather(0, tv.argmax(0, keepdim=True))[0].long(),
+                logits=torch.cat([rows(rep.logits[r], 'logits') for r in rep.plan.ranks], -1)[:, rep.plan.take].float().contiguous(),
+                resid={k: rows(rep.holder[k], f'resid.{k}').to(dtype).contiguous() for k in layers})
 
 def _best(keys, suffix):
     "The checkpoint's own tensor named `*suffix`: the top-level one when several are (e.g. an MTP layer's copy)."
     hits = sorted((k for k in keys if k == suffix or k.endswith('.' + suffix)), key=lambda k: (k.count('.'), k))
     return hits[0] if hits else None
 
+# %% ../nbs/02k_engine_recording.ipynb #88b75f33
+def layout_findings(raw, # a raw folder (request.json is not needed)
+                    rtol:float=1e-3, # how far ranks and stages may differ (per token, relative)
+                   )->list: # [] or one `Finding` of the first failure class found
+    "The layout failure class a raw folder shows (local layer ids, rows that are not the tokens, ranks that disagree), as a finding."
+    procs = read_raw(raw)
+    try:
+        for stages in stage_groups(procs).values():
+            for group in stages.values(): check_ranks(group, rtol)
+            check_stages({s: g[min(g)] for s, g in stages.items()}, rtol)
+    except LayoutError as e: return [Finding(e.code, 'error', str(e), {'raw': str(raw)})]
+    return []
+
+# %% ../nbs/02k_engine_recording.ipynb #aa23ae3c
 def borrowed_weights(path, # the target's directory
                      config:dict, # its config.json
                      borrow=('embed_tokens', 'lm_head'), # what to read
@@ -253,26 +368,29 @@ def assemble(raw, # a raw folder: the engine's process folders and request.json
              shard_sequences:int=256, # sequences per shard
              rank_rtol:float=1e-3, # how far another rank's resid[k] may be from rank 0's (per token, relative)
             )->Recording:
-    "A recording folder from an engine's raw passes: sequences matched, chunks stitched, ranks merged and checked."
+    "A recording folder from an engine's raw passes: sequences matched, chunks stitched, ranks, stages and replicas merged and checked."
     raw = Path(raw); req = read_request(raw)
     if logits not in ('full', 'vocab') or (logits == 'vocab') != (vocab_ids is not None):
         raise ValueError(f"logits={logits!r}: expected 'full', or 'vocab' with vocab_ids")
     name = target or req['target']; path = resolve_path(name); config = read_config(path)
     c = config.get('text_config') or config
     layers = tuple(range(c['num_hidden_layers'] + 1)) if layers is None else tuple(int(k) for k in layers)
-    procs = read_raw(raw); check_ranks(procs, rank_rtol)
-    base = procs[min(procs)]
-    for n, meta in base.passes.items():
-        if lost := sorted(set(layers) - set(meta['layers'])): raise ValueError(f"{base.file(n).with_suffix('.json')}: resid{lost} not recorded")
-    plan, pieces = logit_plan(procs, c['vocab_size'], vocab_ids), match_sequences(base, req, raw)
+    reps = replicas(read_raw(raw), c['vocab_size'], vocab_ids, rank_rtol)
+    for dp, rep in reps.items():
+        if lost := sorted(set(layers) - set(rep.holder)):
+            held = sorted({(p.place['pp_rank'], tuple(sorted(k for k in rep.holder if rep.holder[k] is p))) for p in rep.holder.values()})
+            raise ValueError(f"{rep.base.file(min(rep.base.passes)).with_suffix('.json') if rep.base.passes else rep.base.dir}: resid{lost} not recorded"
+                             + (f" by any pipeline stage (stage, layers: {held})" if rep.base.place['pp_size'] > 1 else ''))
+    pieces = match_sequences({dp: rep.base for dp, rep in reps.items()}, req, raw)
     seqs = req['sequences']
-    dtype = dtype or _load(base.file(pieces[0][0][0]), f'resid.{layers[0]}', 0, 1).dtype
+    dp0, first = pieces[0]
+    dtype = dtype or _load(reps[dp0].holder[layers[0]].file(first[0][0]), f'resid.{layers[0]}', 0, 1).dtype
     request = new_request([s['tokens'][:s['prompt_tokens']] for s in seqs], [], req['max_new_tokens'], logits, vocab_ids, layers, dtype,
                           {'target': str(name), **req.get('source', {})})
     tok = load_tokenizer(path)
     w = RecordingWriter(out, new_manifest(dict(config, _name_or_path=str(path)), request, layers, dtype, logits, vocab_ids, tok, engine=req['engine']))
     for i in range(w.done, len(seqs), shard_sequences):
-        w.add([dict(sequence_tensors(procs, pieces[j], layers, plan, dtype), prompt_tokens=seqs[j]['prompt_tokens'], kind=seqs[j]['kind'])
+        w.add([dict(sequence_tensors(reps[pieces[j][0]], pieces[j][1], layers, dtype), prompt_tokens=seqs[j]['prompt_tokens'], kind=seqs[j]['kind'])
                for j in range(i, min(i + shard_sequences, len(seqs)))])
     if tok is not None: tok.save_pretrained(str(Path(out)/'tokenizer'))
     w.finish(borrowed_weights(path, config, borrow, dtype))

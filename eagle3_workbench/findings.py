@@ -43,7 +43,10 @@ CODES = {
     # runtime and precision classes (compare, deployment captures)
     'ACCEPT_ZERO': 'the deployment accepted no draft token at all (accept length exactly 1.00): the causes that give exactly zero, ranked by the other evidence',
     'ACCEPT_DRIFT': "the deployment's acceptance falls over time within one server lifetime (a regression slope below zero): a cache reuse fault's signature",
+    'ACCEPT_SYNTHETIC': "the deployment's acceptance is not measured but made: a relaxed acceptance threshold or synthetic acceptance rates are on, so its accept length says nothing of the draft",
     'AUX_PP_STAGE_DROPPED': 'an aux layer lies on a pipeline stage before the last: the engine captures aux states on the last stage only, so they never reach the draft',
+    'AUX_PP_LOCAL_IDS': "a pipeline stage names its layers by their index on the stage, not the global id: the configured aux ids never match on a stage after the first",
+    'AUX_ROWS_SCATTERED': "a rank's captured rows are not the tokens of its pass (scattered over expert or attention ranks, read before the combine, or gathered over another group)",
     'AUX_RANK_DIVERGENCE': 'tensor-parallel ranks captured different values, or different points, for a tensor every rank holds whole (resid[k], draft.fc.in)',
     'AUX_WRONG_TENSOR': "a fed chunk matches no resid[k] but a neighbouring tensor: a layer's output without its residual, a norm's output",
     'TARGET_PRECISION_MISMATCH': "the fc input points where the training dump's does but differs in value: the target ran in another dtype or quantization than the dump",

@@ -13,7 +13,7 @@ from .findings import Finding
 from .stats import bootstrap_ci, wilson
 from .prompts import read_prompts
 from .engine import summarize, run_prompts, SpecSettings
-from .outputs import Observed, read_observed, json_ready, observed_from_requests, acceptance_by_context, Trend, acceptance_trend
+from .outputs import SETTINGS_NAMES, Observed, read_observed, json_ready, observed_from_requests, acceptance_by_context, Trend, acceptance_trend
 from .recording import Recording, is_recording
 from .scores import recorded_prompts
 from .wiring import resolve_wiring
@@ -22,7 +22,7 @@ from .sglang.compare import pp_layer_split   # SGLang's split, for every engine'
 
 # %% auto #0
 __all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'pair_facts',
-           'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'zero_acceptance',
+           'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'zero_acceptance', 'acceptance_knobs',
            'DeploymentComparison', 'compare_observed', 'compare_deployment']
 
 # %% ../nbs/04c_observed.ipynb #4c40a1a5
@@ -291,6 +291,15 @@ def _zero_said(z:dict)->str:
     bound = f", acceptance at most {z['acceptance_upper']:.4f} per step at 95%" if z['acceptance_upper'] is not None else ''
     return f"no draft token accepted in {z['counted']} counted {'verify steps' if bound else 'log lines'}{bound}"
 
+def acceptance_knobs(settings:dict, # the deployment's settings (`engine_settings`, or what `read_observed` found)
+                    )->list: # [] or one ACCEPT_SYNTHETIC finding naming each knob that is on
+    "The settings under which a deployment's acceptance is made, not measured (SGLang's relaxed thresholds, vLLM's synthetic rates)."
+    on = [f"{SETTINGS_NAMES[k][0]} {v}" for k in ('accept_threshold_single', 'accept_threshold_acc') if (v := settings.get(k)) is not None and v < 1]
+    if settings.get('rejection_sample_method') == 'synthetic': on.append("speculative_config.rejection_sample_method 'synthetic'")
+    return [Finding('ACCEPT_SYNTHETIC', 'error', f"the deployment's acceptance is set, not measured: {', '.join(on)}: its accept length and "
+                    "per-position rates say nothing of the draft; compare with exact verification (threshold 1, rejection_sample_method "
+                    "'standard')", dict(settings={k: settings[k] for k in settings if k in ('accept_threshold_single', 'accept_threshold_acc', 'rejection_sample_method')}))] if on else []
+
 def _comparison_findings(cmp)->list:
     "The comparison's findings: below expectation, the faults the settings show, zero acceptance, drift over time."
     out, o, e, cs = [], cmp.observed, cmp.expected, cmp.causes
@@ -300,6 +309,7 @@ def _comparison_findings(cmp)->list:
         out.append(Finding('DEPLOYMENT_BELOW_EXPECTATION', 'error', f"the deployment accepts significantly less than the pair in-process {where}: "
                            f"{SIGNATURES[cmp.signature][0]}{top}", dict(first_divergence=cmp.first_divergence, signature=cmp.signature,
                            causes=[c.to_json() for c in cs], positions=json_ready(cmp.positions), accept_length=json_ready(cmp.accept_length))))
+    out += acceptance_knobs(o.settings)
     for code, check in (('FC_SKIPPED', _algorithm), ('AUX_PP_STAGE_DROPPED', _pipeline)):
         status, ev = check(o, e)
         if status == 'shown': out.append(Finding(code, 'error', f"the deployment's settings show it: {ev}", dict(settings=o.settings, source=o.source)))

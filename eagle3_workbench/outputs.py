@@ -87,6 +87,9 @@ SETTINGS_NAMES = {   # our name: (SGLang server argument, vLLM engine argument);
     'kv_cache_dtype': ('kv_cache_dtype', 'kv_cache_dtype'),
     'cuda_graph_off': ('disable_cuda_graph', 'enforce_eager'),
     'version': ('version', None),
+    'accept_threshold_single': ('speculative_accept_threshold_single', None),   # below 1: a draft token accepted on a probability threshold
+    'accept_threshold_acc': ('speculative_accept_threshold_acc', None),
+    'rejection_sample_method': (None, 'speculative_config.rejection_sample_method'),   # 'synthetic': acceptance drawn from configured rates
 }
 
 _COUNTS = ('num_steps', 'topk', 'num_draft_tokens', 'tp_size', 'pp_size', 'dp_size', 'ep_size')   # settings that must be integers

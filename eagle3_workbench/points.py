@@ -14,7 +14,7 @@ __all__ = ['TARGET_POINTS', 'DRAFT_POINTS', 'MODULE_POINTS', 'POINTS', 'RESID_SP
            'SGLANG_KNOWN_POINTS', 'SGLANG_DUMP_DRAFT', 'SGLANG_SPELLINGS', 'SGLANG_MODE_PHASE', 'SGLANG_DRAFT_PHASE',
            'SGLANG_PHASES', 'SGLANG_GRAPH_PHASES', 'Point', 'resid_k', 'resid_indices', 'mlp_layer', 'family',
            'matcher', 'any_matcher', 'phase_pair', 'phase_key', 'draft_stages', 'point_key', 'first_tensor',
-           'sglang_draft_name', 'sglang_resid_module', 'phase_family']
+           'sglang_draft_name', 'sglang_resid_module', 'phase_family', 'infer_phase']
 
 # %% ../nbs/00e_points.ipynb #481a15dd
 class Point(NamedTuple):
@@ -188,3 +188,23 @@ def phase_family(phase)->str:
     if p.startswith('draft_extend'): return 'draft_extend'
     if p.startswith('draft['): return 'draft'
     return p
+
+# %% ../nbs/00e_points.ipynb #4c1dec1c
+def _runs(pos:list)->list:
+    "Start positions of the maximal runs of consecutive positions."
+    return [p for i, p in enumerate(pos) if i == 0 or p != pos[i-1] + 1]
+
+def infer_phase(role, mode=None, positions=None, n_tokens=None, n_seqs=None, num_draft_tokens=None)->tuple:
+    "(phase, evidence) of one forward pass, from its forward_mode or else its positions."
+    if mode:
+        ph = SGLANG_MODE_PHASE.get(str(mode).upper(), str(mode).lower())
+        return (SGLANG_DRAFT_PHASE.get(ph, ph) if role == 'draft' else ph), f'forward_mode {mode}'
+    if positions is None: return 'unknown', 'no forward_batch or positions seen'
+    t = len(positions) if n_tokens is None else n_tokens
+    why = f'positions of {t} tokens' + (f' in {n_seqs} sequences' if n_seqs else '')
+    if t == 0: return 'idle', why
+    if positions and all(p == 0 for p in _runs(positions)): ph = 'prefill'
+    elif t == (n_seqs or 1): ph = 'decode'
+    elif num_draft_tokens and t % num_draft_tokens == 0 and (not n_seqs or t == n_seqs * num_draft_tokens): ph = 'verify'
+    else: return 'unknown', why
+    return (SGLANG_DRAFT_PHASE.get(ph, ph) if role == 'draft' else ph), why

@@ -11,7 +11,7 @@ import torch
 
 # %% auto #0
 __all__ = ['RAW_PASS', 'RAW_PROCESS', 'dtype_name', 'fingerprint', 'tensor_stats', 'Origin', 'Record', 'ShardWriter',
-           'load_tensor', 'load_records', 'raw_process_folder', 'write_raw_pass']
+           'load_tensor', 'load_records', 'raw_process_folder', 'write_raw_pass', 'rank_logits']
 
 # %% ../nbs/02_records.ipynb #81311bb6
 _MASK64 = (1 << 64) - 1
@@ -288,3 +288,23 @@ def write_raw_pass(folder, # a process folder from `raw_process_folder`
     save_file({k: v.detach().to('cpu').contiguous() for k, v in tensors.items()}, f"{stem}.safetensors")
     _replace_json(f"{stem}.json", dict(meta, pass_id=n))
     return Path(f"{stem}.safetensors")
+
+# %% ../nbs/02_records.ipynb #38575dbe
+def rank_logits(hidden:torch.Tensor, # [T, H] final-normed hidden states
+                head, # the lm_head module: its `weight`, and SGLang's `shard_indices` when it is vocabulary-parallel
+                ids:torch.Tensor|None=None, # token ids to keep (default: the whole slice)
+                block:int=1024, # tokens per block
+               )->tuple: # ({'logits', 'top_value', 'top_index'} on the CPU, {'start', 'end', 'ids'})
+    "This rank's logits over its vocabulary slice (or `ids` in it), with the slice's top logit and token per row."
+    si = getattr(head, 'shard_indices', None)
+    start, end = (si.org_vocab_start_index, si.org_vocab_end_index) if si is not None else (0, head.weight.shape[0])
+    w = head.weight[:end - start]
+    cols = None if ids is None else ids[(ids >= start) & (ids < end)] - start
+    keep, top_v, top_i = [], [], []
+    for h in hidden.split(block):
+        lg = (h.to(w.dtype) @ w.t()).float()
+        i = lg.argmax(-1)
+        top_v.append(lg.gather(-1, i[:, None])[:, 0].cpu()); top_i.append((i + start).cpu())
+        keep.append((lg if cols is None else lg[:, cols.to(lg.device)]).cpu())
+    out = dict(logits=torch.cat(keep), top_value=torch.cat(top_v), top_index=torch.cat(top_i))
+    return out, dict(start=int(start), end=int(end), ids=None if cols is None else (cols + start).tolist())

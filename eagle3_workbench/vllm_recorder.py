@@ -5,12 +5,15 @@
 # %% ../nbs/02j_vllm_recorder.ipynb #854155af
 from __future__ import annotations
 import os, sys, traceback
+from importlib import import_module
 import torch
 from torch import nn
-from .records import raw_process_folder, write_raw_pass
+from pathlib import Path
+from .records import raw_process_folder, write_raw_pass, Record, Origin, tensor_stats
+from .layouts import PLACE_KEY, layout_refusal
 
 # %% auto #0
-__all__ = ['decoder_stack', 'recorder_refusal', 'RecorderExtension']
+__all__ = ['decoder_stack', 'recorder_refusal', 'worker_place', 'RecorderExtension', 'read_extracted_hidden_states']
 
 # %% ../nbs/02j_vllm_recorder.ipynb #4b81d1cd
 def decoder_stack(model:nn.Module, # a vLLM causal LM (`model_runner.model`)
@@ -22,31 +25,50 @@ def decoder_stack(model:nn.Module, # a vLLM causal LM (`model_runner.model`)
         if isinstance(getattr(mod, 'layers', None), nn.ModuleList): return mod
     raise ValueError(f"{type(model).__name__}: no decoder stack (a module with a `layers` list) found")
 
+def _settings(worker)->dict:
+    "The worker's layout settings by the names of the layouts chapter's vLLM rows."
+    pc, kv = worker.parallel_config, getattr(getattr(worker, 'vllm_config', None), 'kv_transfer_config', None)
+    return {k: getattr(pc, k, None) for k in ('tensor_parallel_size', 'pipeline_parallel_size', 'data_parallel_size', 'enable_expert_parallel')} | {'kv_role': getattr(kv, 'kv_role', None)}
+
 def recorder_refusal(worker)->str|None:
-    "Why the recorder cannot record this worker's configuration, or None."
-    pc, why = worker.parallel_config, []
-    if not getattr(worker.model_config, 'enforce_eager', False):
-        why.append("the model is compiled, and hooks never fire inside its graph: start vLLM with enforce_eager=True (--enforce-eager)")
-    for k, what in (('pipeline_parallel_size', 'pipeline parallel'), ('data_parallel_size', 'data parallel')):
-        if (v := getattr(pc, k, 1) or 1) > 1: why.append(f"{what} ({k}={v})")
-    if getattr(pc, 'enable_expert_parallel', False): why.append("expert parallel (enable_expert_parallel): not checked")
-    return None if not why else "refused: " + '; '.join(why) + " (tensor parallel alone is recorded)"
+    "Why the recorder cannot record this worker's configuration, naming the flag, or None."
+    why = [] if getattr(worker.model_config, 'enforce_eager', False) else ["--enforce-eager off: the model is compiled, and hooks never fire inside its graph: start vLLM with enforce_eager=True (--enforce-eager)"]
+    if lay := layout_refusal('vllm', _settings(worker)): why.append(lay.removeprefix('refused: '))
+    return None if not why else "refused: " + '; '.join(why)
+
+def _group_rank(name:str)->int|None:
+    "This worker's rank in vLLM's group `name` ('tp', 'pp'), where vLLM is imported and the group is built."
+    try: return int(getattr(import_module('vllm.distributed.parallel_state'), f'get_{name}_group')().rank_in_group)
+    except Exception: return None
+
+def worker_place(worker, stack:nn.Module)->dict:
+    "The layouts chapter's place of a worker: its tensor, pipeline, data and expert rank, and its stage's layers."
+    pc, n = worker.parallel_config, len(stack.layers)
+    place = dict(tp_size=getattr(pc, 'tensor_parallel_size', 1) or 1, pp_size=getattr(pc, 'pipeline_parallel_size', 1) or 1,
+                 dp_size=getattr(pc, 'data_parallel_size', 1) or 1, dp_rank=getattr(pc, 'data_parallel_rank', 0) or 0,
+                 start_layer=int(getattr(stack, 'start_layer', 0)), end_layer=int(getattr(stack, 'end_layer', n)))
+    for g in ('tp', 'pp'):
+        r = _group_rank(g)
+        place[f'{g}_rank'] = r if r is not None else (int(getattr(worker, 'rank', 0) or 0) if g == 'tp' and place['tp_size'] > 1 else 0)
+    return place
 
 # %% ../nbs/02j_vllm_recorder.ipynb #7768351f
 class _Passes:
     "One recording on one worker: hooks on the top model and on every decoder layer, writing raw passes."
     def __init__(self, worker, folder:str, logit_ids=None, layers=None, block:int=1024):
         self.runner, self.model = worker.model_runner, worker.model_runner.model
-        self.layers = decoder_stack(self.model).layers
+        stack = decoder_stack(self.model); self.layers, place = stack.layers, worker_place(worker, stack)
         self.n, self.block, self.cur, self.count, self.files, self.errors = len(self.layers), block, None, 0, [], []
+        a, b = place['start_layer'], place['end_layer']   # this stage's layers; the last stage computes the logits
+        self.last = b == self.n
         self.keep = set(range(self.n + 1)) if layers is None else {int(k) for k in layers}
         self.ids = None if logit_ids is None else torch.tensor([int(i) for i in logit_ids])
         pc = worker.parallel_config
-        self.dir = raw_process_folder(folder, int(getattr(worker, 'rank', 0) or 0), dict(engine='vllm',
-            release=getattr(sys.modules.get('vllm'), '__version__', None), n_layers=self.n, tp_size=getattr(pc, 'tensor_parallel_size', 1)))
-        h = [self.model.register_forward_pre_hook(self._open, with_kwargs=True),
-             self.layers[0].register_forward_pre_hook(self._first, with_kwargs=True)]
-        h += [layer.register_forward_hook(self._after(k)) for k, layer in enumerate(self.layers)]
+        self.dir = raw_process_folder(folder, int(getattr(worker, 'rank', 0) or 0), {'engine': 'vllm', PLACE_KEY: place,
+            'release': getattr(sys.modules.get('vllm'), '__version__', None), 'n_layers': self.n, 'tp_size': getattr(pc, 'tensor_parallel_size', 1)})
+        h = [self.model.register_forward_pre_hook(self._open, with_kwargs=True)]
+        if a == 0: h.append(self.layers[0].register_forward_pre_hook(self._first, with_kwargs=True))   # resid[0]: the first stage's
+        h += [self.layers[k].register_forward_hook(self._after(k)) for k in range(a, b)]
         self.handles = h + [self.model.register_forward_hook(self._close, with_kwargs=True)]
 
     def _guard(self, fn, *a):
@@ -82,9 +104,8 @@ class _Passes:
         cur, self.cur = self.cur, None
         n, self.count = self.count, self.count + 1
         if cur is None or cur['t'] <= len(cur['rids']): return   # a decode step: one token per request
-        hidden = (output[0] if isinstance(output, (tuple, list)) else output)[:cur['t']]   # (hidden, aux) with EAGLE-3 on
         tensors = {f'resid.{k}': v for k, v in cur['resid'].items()} | dict(token_ids=cur['token_ids'], positions=cur['positions'])
-        logits = self._logits(hidden)
+        logits = self._logits((output[0] if isinstance(output, (tuple, list)) else output)[:cur['t']]) if self.last else None   # (hidden, aux) with EAGLE-3 on
         if logits is not None: tensors.update(logits[0])
         meta = dict(mode='prefill', rids=cur['rids'], seq_lens=cur['lens'], layers=sorted(cur['resid']), how=cur['how'],
                     logits=None if logits is None else logits[1])
@@ -115,7 +136,7 @@ class RecorderExtension:
                        logit_ids:list|None=None, # keep these token ids' logits only (a draft's vocabulary); default all
                        layers:list|None=None, # resid indices to keep; default every one
                       )->dict:
-        "Hook the target on this worker (refused for compiled, pipeline-, data- or expert-parallel engines)."
+        "Hook the target on this worker (refused for a compiled model and the layouts the layouts chapter refuses)."
         if why := recorder_refusal(self): raise ValueError(f"eagle3_workbench.vllm_recorder: {why}")
         if getattr(self, '_e3w_passes', None) is not None: self._e3w_passes.stop()
         self._e3w_passes = _Passes(self, folder, logit_ids, layers)
@@ -131,3 +152,31 @@ class RecorderExtension:
         m = self.model_runner.model
         return dict(pid=os.getpid(), rank=getattr(self, 'rank', None), model=type(m).__name__, stack=type(decoder_stack(m)).__name__,
                     n_layers=len(decoder_stack(m).layers), refusal=recorder_refusal(self))
+
+# %% ../nbs/02j_vllm_recorder.ipynb #2751e3f2
+def read_extracted_hidden_states(files, # vLLM's per-request files: paths, or one folder of `*.safetensors`
+                                 layer_ids, # the extraction config's `eagle_aux_hidden_state_layer_ids`, in order
+                                 keep_tensors:bool=False, # attach each [T, H] tensor to its record
+                                )->list: # Records: `target.resid[k]` per request and id, phase 'prefill'
+    "vLLM's `extract_hidden_states` output (its connector's safetensors per request) read as a capture of resid[k]."
+    from safetensors.torch import load_file
+    paths = sorted(Path(files).glob('*.safetensors')) if isinstance(files, (str, Path)) and Path(files).is_dir() else [Path(f) for f in ([files] if isinstance(files, (str, Path)) else files)]
+    if not paths: raise ValueError(f"{files}: no .safetensors file of vLLM's hidden-states connector")
+    out, ids = [], [int(k) for k in layer_ids]
+    for f in paths:
+        d = load_file(str(f))
+        hs, tok = d.get('hidden_states'), d.get('token_ids')
+        if hs is None or tok is None or hs.dim() != 3 or hs.shape[0] != tok.shape[0] or hs.shape[1] != len(ids):
+            raise ValueError(f"{f}: expected 'hidden_states' [T, {len(ids)}, H] and 'token_ids' [T] (one state per id of {ids}); "
+                             f"got {({k: tuple(v.shape) for k, v in d.items()})}")
+        toks = tok.tolist()
+        for j, k in enumerate(ids):
+            t = hs[:, j]
+            st = tensor_stats(t)
+            r = Record(f'target.resid[{k}]', 'prefill', -1, list(range(len(toks))), toks, tuple(t.shape), st['dtype'], st,
+                       origin=Origin('vllm-extract', role='target', module=f'aux id {k}', reading='hidden_states+residual',
+                                     detail=dict(file=f.name, request=f.stem, slot=j)),
+                       phase_source='inferred', phase_evidence="vLLM's extract_hidden_states writes the prefill of each request")
+            if keep_tensors: r.tensor = t.contiguous()
+            out.append(r)
+    return out

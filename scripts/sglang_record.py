@@ -19,8 +19,10 @@ docstring sets the environment up): they are put in the server's processes throu
         --out DIR [--n-prompts 8] [--prompt-tokens 16] [--max-new-tokens 31] [--logits-draft zoo:tiny-llama-eagle3] \\
         [--store-dtype bfloat16] [--chunked-prefill-size 32] [--raw DIR] [--compare] [--doctor-draft zoo:tiny-llama-eagle3]
 
-Tensor parallel on CPU (`--tp 2`): SGLang wants each rank's cores, e.g. `SGLANG_CPU_OMP_THREADS_BIND="0|1"` in the
-environment (tests/fixtures/recordings/README.md has the run).
+Tensor parallel, pipeline stages or data-parallel replicas on CPU (`--tp 2`, `--pp 2`, `--dp 2`): SGLang wants each
+process's cores, e.g. `SGLANG_CPU_OMP_THREADS_BIND="0|1"` in the environment, and a small KV cache on a small
+machine (`--server-args="--max-total-tokens 8192"`); tests/fixtures/recordings/README.md has the runs. Every process
+writes its place (stage, replica, rank) beside its raw passes, and the assembler joins them.
 
 Exit status: 0 recorded (and, with --compare, tokens identical to the in-process recorder's), 1 not, 2 SGLang did not run.
 """
@@ -42,7 +44,7 @@ def record_with_sglang(target, # the target's directory or zoo:NAME
                        out, # the recording folder to write
                        prompts:list, # token-id lists
                        max_new_tokens:int=31, vocab_ids=None, raw=None, python=None, device=None, dtype='float32',
-                       store_dtype=None, tp:int=1, port:int=30160, chunked_prefill_size:int|None=None, timeout:float=900,
+                       store_dtype=None, tp:int=1, pp:int=1, dp:int=1, port:int=30160, chunked_prefill_size:int|None=None, timeout:float=900,
                        extra_args=(), source:dict|None=None, borrow=('embed_tokens', 'lm_head'), force_absorbed_mla=None):
     "Run SGLang with the record mode on `prompts` and assemble the recording: (Recording, what happened)."
     import torch
@@ -59,6 +61,8 @@ def record_with_sglang(target, # the target's directory or zoo:NAME
             '--port', str(port), '--disable-radix-cache', '--disable-cuda-graph', '--mem-fraction-static', '0.3',
             '--forward-hooks', record_hooks_json(raw, logit_ids=vocab_ids, force_absorbed_mla=force_absorbed_mla)]
     if chunked_prefill_size: argv += ['--chunked-prefill-size', str(chunked_prefill_size)]
+    for flag, n in (('--pp-size', pp), ('--dp-size', dp)):
+        if n > 1: argv += [flag, str(n)]
     if device: argv += ['--device', device]
     argv += list(extra_args)
     paths = [str(ROOT)]
@@ -74,7 +78,7 @@ def record_with_sglang(target, # the target's directory or zoo:NAME
         rids = [f'e3w-record-{i}' for i in range(len(prompts))]
         _post_all(base, [{'input_ids': p + c, 'rid': rid, 'sampling_params': sp(1)} for p, c, rid in zip(prompts, completions, rids)])
     info = json.loads(next(raw.glob('rank0_pid*/process.json')).read_text())
-    engine = dict(name='sglang', release=info.get('release'), device=device or 'cuda', dtype=dtype, tp=tp,
+    engine = dict(name='sglang', release=info.get('release'), device=device or 'cuda', dtype=dtype, tp=tp, **{k: n for k, n in (('pp', pp), ('dp', dp)) if n > 1},
                   flags='--disable-radix-cache --disable-cuda-graph' + (f' --chunked-prefill-size {chunked_prefill_size}' if chunked_prefill_size else '')
                   + (' (hook config force_absorbed_mla)' if force_absorbed_mla else ''))
     write_request(raw, engine, str(target), prompts, completions, max_new_tokens, rids=rids, source=source)
@@ -92,6 +96,8 @@ def main(argv=None)->int:
     ap.add_argument('--device', help="'cpu' for SGLang's CPU backend (default: SGLang's own choice)")
     ap.add_argument('--dtype', default='float32', help="the server's --dtype")
     ap.add_argument('--tp', type=int, default=1); ap.add_argument('--port', type=int, default=30160)
+    ap.add_argument('--pp', type=int, default=1, help='pipeline-parallel stages (--pp-size): each stage writes its layers')
+    ap.add_argument('--dp', type=int, default=1, help='data-parallel replicas (--dp-size): each writes the requests it served')
     ap.add_argument('--chunked-prefill-size', type=int)
     ap.add_argument('--timeout', type=float, default=900)
     ap.add_argument('--force-absorbed-mla', choices=('auto', 'on', 'off'), default='auto',
@@ -104,7 +110,7 @@ def main(argv=None)->int:
     source = dict(prompts=a.prompts or 'zoo held-out', n_prompts=a.n_prompts, prompt_tokens=a.prompt_tokens)
     try:
         rec, info = record_with_sglang(a.target, a.out, prompts, max_new_tokens=a.max_new_tokens, vocab_ids=vocab, raw=a.raw,
-                                       python=a.sglang_python, device=a.device, dtype=a.dtype, store_dtype=a.store_dtype, tp=a.tp,
+                                       python=a.sglang_python, device=a.device, dtype=a.dtype, store_dtype=a.store_dtype, tp=a.tp, pp=a.pp, dp=a.dp,
                                        port=a.port, chunked_prefill_size=a.chunked_prefill_size, timeout=a.timeout,
                                        extra_args=a.server_args.split(), source=source, borrow=a.borrow.split(','),
                                        force_absorbed_mla={'auto': None, 'on': True, 'off': False}[a.force_absorbed_mla])

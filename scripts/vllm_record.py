@@ -36,6 +36,8 @@ def vllm_side(spec:dict)->dict:
     kw = dict(model=spec['target'], tokenizer=spec['target'], dtype=spec['dtype'], max_model_len=spec['max_model_len'], seed=0,
               enforce_eager=True, enable_prefix_caching=False, worker_extension_cls='eagle3_workbench.vllm_recorder.RecorderExtension')
     if spec.get('attention_backend'): kw['attention_backend'] = spec['attention_backend']
+    for k in ('tensor_parallel_size', 'pipeline_parallel_size'):
+        if (spec.get(k) or 1) > 1: kw.update({k: spec[k], 'distributed_executor_backend': 'mp'})
     if spec.get('max_num_batched_tokens'): kw.update(max_num_batched_tokens=spec['max_num_batched_tokens'], enable_chunked_prefill=True)
     llm = LLM(**kw)
     info = llm.collective_rpc('recorder_info')
@@ -53,7 +55,7 @@ def vllm_side(spec:dict)->dict:
 # ----------------------------------------------------------------------------------------------------------------------
 def record_with_vllm(target, out, prompts:list, max_new_tokens:int=31, vocab_ids=None, raw=None, python=None, dtype='float32',
                      store_dtype=None, max_num_batched_tokens:int|None=None, max_model_len:int=1024, source:dict|None=None,
-                     borrow=('embed_tokens', 'lm_head'), attention_backend:str|None=None):
+                     borrow=('embed_tokens', 'lm_head'), attention_backend:str|None=None, tp:int=1, pp:int=1):
     "Run vLLM with the recorder on `prompts` and assemble the recording: (Recording, what happened)."
     import torch
     from eagle3_workbench.loading import resolve_path
@@ -63,7 +65,7 @@ def record_with_vllm(target, out, prompts:list, max_new_tokens:int=31, vocab_ids
     raw.mkdir(parents=True, exist_ok=True)
     spec = dict(target=str(resolve_path(target)), prompts=prompts, max_new_tokens=max_new_tokens, vocab_ids=vocab_ids, raw=str(raw),
                 dtype=dtype, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
-                attention_backend=attention_backend)
+                attention_backend=attention_backend, tensor_parallel_size=tp, pipeline_parallel_size=pp)
     (raw.parent/f'{raw.name}-spec.json').write_text(json.dumps(spec))
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [str(ROOT), os.environ.get('PYTHONPATH')]))}
     t0, log = time.time(), raw.parent/f'{raw.name}-vllm.log'
@@ -74,7 +76,7 @@ def record_with_vllm(target, out, prompts:list, max_new_tokens:int=31, vocab_ids
     if p.returncode or not res.exists(): raise RuntimeError(f"vLLM exited with status {p.returncode}:\n{log.read_text()[-3000:]}")
     got = json.loads(res.read_text())
     if errs := [e for s in got['stop'] for e in s['errors']]: raise RuntimeError(f"the recorder failed inside vLLM:\n{errs[0]}")
-    engine = dict(name='vllm', release=got['release'], device=got['device'], dtype=dtype,
+    engine = dict(name='vllm', release=got['release'], device=got['device'], dtype=dtype, **{k: n for k, n in (('tp', tp), ('pp', pp)) if n > 1},
                   flags='enforce_eager, prefix caching off' + (f', max_num_batched_tokens {max_num_batched_tokens}' if max_num_batched_tokens else '')
                   + (f', attention_backend {attention_backend}' if attention_backend else ''))
     write_request(raw, engine, str(target), prompts, got['completions'], max_new_tokens, source=source)
@@ -90,6 +92,8 @@ def main(argv=None)->int:
     ap.add_argument('--dtype', default='float32')
     ap.add_argument('--max-num-batched-tokens', type=int, help="vLLM's chunk: a longer prefill is split into passes")
     ap.add_argument('--attention-backend', help="vLLM's attention backend (e.g. CPU_MLA: fp32 MLA on CPU; default: vLLM's choice)")
+    ap.add_argument('--tp', type=int, default=1, help='tensor-parallel ranks (tensor_parallel_size)')
+    ap.add_argument('--pp', type=int, default=1, help='pipeline-parallel stages (pipeline_parallel_size): each stage writes its layers')
     ap.add_argument('--vllm-side', help=argparse.SUPPRESS)   # internal: run the vLLM side on this spec file
     recording_check.add_request_args(ap, 'vLLM')
     a = ap.parse_args(argv)
@@ -105,7 +109,7 @@ def main(argv=None)->int:
     try:
         rec, info = record_with_vllm(a.target, a.out, prompts, a.max_new_tokens, vocab, a.raw, a.vllm_python, a.dtype, a.store_dtype,
                                      a.max_num_batched_tokens, source=source, borrow=a.borrow.split(','),
-                                     attention_backend=a.attention_backend)
+                                     attention_backend=a.attention_backend, tp=a.tp, pp=a.pp)
     except RuntimeError as e:
         print(f"vllm_record: {e}", file=sys.stderr); return 2
     print(f"{a.out}: {rec}\n{info['written']} raw passes of {info['passes']} under {info['raw']} in {info['seconds']} s; "

@@ -35,11 +35,15 @@ class Made(NamedTuple):
     founding: tuple         # a miswiring to plant: the embedding fed in chunk 0
     trained: tuple          # what the draft was trained on (its zoo card)
     tp: int = 1             # tensor-parallel ranks the engine ran (their passes merged by the assembler)
+    pp: int = 1             # pipeline stages (joined by layer)
+    dp: int = 1             # data-parallel replicas (joined by request)
     doctor: bool = True     # enough prompts for the doctor's assertions below
 
 LLAMA = dict(target='zoo:tiny-llama', draft='zoo:tiny-llama-eagle3', n_prompts=8, prompt_tokens=16, new=31, hidden=160, n_layers=10,
              reading='sglang', founding=(0, 5, 7), trained=(2, 5, 7))
 MADE = {'sglang-tiny-llama': Made(('sglang', '0.5.23'), **LLAMA), 'vllm-tiny-llama': Made(('vllm', '0.32.0'), **LLAMA),
+        'sglang-tiny-llama-pp2': Made(('sglang', '0.5.23'), **LLAMA, pp=2, doctor=False),
+        'sglang-tiny-llama-dp2': Made(('sglang', '0.5.23'), **LLAMA, dp=2, doctor=False),
         'sglang-deep-dsv3': Made(('sglang', '0.5.23'), 'zoo:deep-dsv3', 'zoo:deep-dsv3-eagle3', 12, 44, 31, 64, 61,
                                  'sglang==0.5.6', (0, 3, 31), (3, 31, 59)),
         'sglang-deep-dsv3-tp2': Made(('sglang', '0.5.23'), 'zoo:deep-dsv3', 'zoo:deep-dsv3-eagle3', 4, 16, 31, 64, 61,
@@ -72,6 +76,7 @@ def test_fixture_opens_and_says_what_it_is(name):
     mf = rec.manifest
     assert (mf['engine']['name'], mf['engine']['release']) == m.engine and mf['engine']['device'] == 'cpu'
     assert mf['engine'].get('tp', 1) == m.tp   # two ranks: rank 0's residual stream (rank 1's agreed), the vocabulary halves joined
+    assert (mf['engine'].get('pp', 1), mf['engine'].get('dp', 1)) == (m.pp, m.dp)
     assert rec.layers == tuple(range(m.n_layers + 1)) and mf['dtype'] == 'bfloat16' and rec.n_layers == m.n_layers and rec.hidden_size == m.hidden
     assert mf['logits'] == dict(kind='vocab', vocab_ids=_vocab(m.draft))
     assert mf['tokenizer'] == tokenizer_identity(load_tokenizer(resolve_path(m.target)))
@@ -115,6 +120,17 @@ def test_fixture_is_the_in_process_recording(name):
         a, b = rec.logits(i).double(), ref.logits(i).double()
         assert float(((a - b).norm(dim=-1) / b.norm(dim=-1)).max()) < 1e-5, (name, i)
     assert differ / total < 0.01, f"{name}: {differ} of {total} resid elements round differently"
+
+@pytest.mark.parametrize('name', [n for n, m in MADE.items() if m.pp > 1 or m.dp > 1])
+def test_layout_fixture_is_the_single_rank_fixture(name):
+    "SGLang's two pipeline stages joined by layer, its two replicas by request: the one-process SGLang recording of the same prompts."
+    rec, one = open_recording(FIX/name), open_recording(FIX/'sglang-tiny-llama')
+    assert rec.manifest['request'] == one.manifest['request']
+    for i in range(len(one.sequences)):
+        assert torch.equal(rec.tokens(i), one.tokens(i)) and torch.equal(rec.greedy(i), one.greedy(i)), (name, i)
+        assert all(_close_bf16(rec.resid(k, i), one.resid(k, i)) for k in one.layers), (name, i)
+        a, b = rec.logits(i).double(), one.logits(i).double()
+        assert float(((a - b).norm(dim=-1) / b.norm(dim=-1)).max()) < 1e-5, (name, i)
 
 @pytest.mark.slow
 @pytest.mark.parametrize('name', [n for n, m in MADE.items() if m.doctor])
@@ -286,7 +302,9 @@ def _python(var:str, module:str):
     ('sglang-tiny-llama', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '32']),
     ('vllm-tiny-llama', 'EAGLE3_VLLM_PYTHON', 'vllm', ['--max-num-batched-tokens', '64']),
     ('sglang-deep-dsv3', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '64']),
-    ('sglang-deep-dsv3-tp2', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--tp', '2'])])
+    ('sglang-deep-dsv3-tp2', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--tp', '2']),
+    ('sglang-tiny-llama-pp2', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '32', '--pp', '2', '--server-args=--max-total-tokens 8192']),
+    ('sglang-tiny-llama-dp2', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '32', '--dp', '2', '--server-args=--max-total-tokens 8192'])])
 def test_engine_records_the_fixture_again(name, var, module, extra, tmp_path):
     "The fixture's command, run again against the engine: the same tokens, greedy tokens and (within rounding) resid[k]."
     engine, m = name.split('-')[0], MADE[name]
@@ -297,7 +315,7 @@ def test_engine_records_the_fixture_again(name, var, module, extra, tmp_path):
            '--n-prompts', str(m.n_prompts), '--prompt-tokens', str(m.prompt_tokens), '--max-new-tokens', str(m.new), '--logits-draft', m.draft,
            '--store-dtype', 'bfloat16', '--borrow', 'embed_tokens', *extra]
     # two CPU ranks on one NUMA node: SGLang asks for each rank's cores (here one each)
-    env = {**os.environ, 'PYTHONPATH': str(ROOT)} | ({'SGLANG_CPU_OMP_THREADS_BIND': '0|1'} if m.tp == 2 else {})
+    env = {**os.environ, 'PYTHONPATH': str(ROOT)} | ({'SGLANG_CPU_OMP_THREADS_BIND': '0|1'} if 2 in (m.tp, m.pp, m.dp) else {})
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     new, old = open_recording(out), open_recording(FIX/name)

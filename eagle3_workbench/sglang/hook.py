@@ -12,13 +12,14 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from ..points import (SGLANG_DRAFT_PARTS, SGLANG_TARGET_PARTS, SGLANG_LAYER, SGLANG_INPUT_NORM,
-    SGLANG_MODE_PHASE, SGLANG_DRAFT_PHASE, SGLANG_SPELLINGS, sglang_draft_name, sglang_resid_module, first_tensor, resid_k)
-from ..records import Record, Origin, tensor_stats, raw_process_folder, write_raw_pass
+    SGLANG_SPELLINGS, sglang_draft_name, sglang_resid_module, first_tensor, resid_k, infer_phase)
+from ..records import Record, Origin, tensor_stats, raw_process_folder, write_raw_pass, rank_logits
+from ..layouts import LAYOUT_FLAGS, PLACE_KEY, layout_refusal
 
 # %% auto #0
-__all__ = ['RECORD_MODES', 'RECORD_MODULES', 'FORCED_MLA_BACKENDS', 'module_points', 'read_point', 'infer_phase', 'tensor_ints',
-           'flush_all', 'factory', 'forward_hooks_json', 'attach_forward_hooks', 'record_refusal', 'rank_logits',
-           'record_hooks_json', 'force_absorbed_mla']
+__all__ = ['RECORD_MODES', 'RECORD_MODULES', 'FORCED_MLA_BACKENDS', 'module_points', 'read_point', 'tensor_ints', 'flush_all',
+           'factory', 'forward_hooks_json', 'attach_forward_hooks', 'record_refusal', 'record_hooks_json',
+           'force_absorbed_mla']
 
 # %% ../../nbs/02c_sglang_hook.ipynb #a5910672
 def module_points(role:str, # 'target' or 'draft'
@@ -50,26 +51,6 @@ def read_point(how, args, output):
     if how == 'norm_residual': return (output[1], 'residual_sum') if _is_pair(output) else (_first_tensor(args), 'norm_input')
     if how == 'output+residual' and _is_pair(output): return output[0] + output[1], 'hidden_states+residual'
     return _first_tensor(output), 'output'
-
-# %% ../../nbs/02c_sglang_hook.ipynb #4c1dec1c
-def _runs(pos:list)->list:
-    "Start positions of the maximal runs of consecutive positions."
-    return [p for i, p in enumerate(pos) if i == 0 or p != pos[i-1] + 1]
-
-def infer_phase(role, mode=None, positions=None, n_tokens=None, n_seqs=None, num_draft_tokens=None)->tuple:
-    "(phase, evidence) of one forward pass, from its forward_mode or else its positions."
-    if mode:
-        ph = SGLANG_MODE_PHASE.get(str(mode).upper(), str(mode).lower())
-        return (SGLANG_DRAFT_PHASE.get(ph, ph) if role == 'draft' else ph), f'forward_mode {mode}'
-    if positions is None: return 'unknown', 'no forward_batch or positions seen'
-    t = len(positions) if n_tokens is None else n_tokens
-    why = f'positions of {t} tokens' + (f' in {n_seqs} sequences' if n_seqs else '')
-    if t == 0: return 'idle', why
-    if positions and all(p == 0 for p in _runs(positions)): ph = 'prefill'
-    elif t == (n_seqs or 1): ph = 'decode'
-    elif num_draft_tokens and t % num_draft_tokens == 0 and (not n_seqs or t == n_seqs * num_draft_tokens): ph = 'verify'
-    else: return 'unknown', why
-    return (SGLANG_DRAFT_PHASE.get(ph, ph) if role == 'draft' else ph), why
 
 # %% ../../nbs/02c_sglang_hook.ipynb #f0f45330
 class _Named(NamedTuple):
@@ -385,19 +366,28 @@ def attach_forward_hooks(model:nn.Module, # an in-process model (SGLang's `model
 
 # %% ../../nbs/02c_sglang_hook.ipynb #5d45b5bd
 RECORD_MODES = ('EXTEND', 'MIXED')   # forward modes whose passes the record mode writes
-RECORD_MODULES = ('model.embed_tokens', 'model.layers.*.input_layernorm', 'model.norm', 'logits_processor')
-_LAYOUT = ('tp_size', 'pp_size', 'dp_size', 'ep_size', 'enable_dp_attention', 'moe_a2a_backend')
-_REFUSED = (('pp_size', lambda v: (v or 1) > 1, "pipeline parallel (pp_size={v}): each rank runs some of the layers"),
-            ('dp_size', lambda v: (v or 1) > 1, "data parallel (dp_size={v}): each replica serves other requests"),
-            ('enable_dp_attention', bool, "data-parallel attention: ranks hold other requests' tokens"),
-            ('ep_size', lambda v: (v or 1) > 1, "expert parallel (ep_size={v}): not checked, the residual stream may be scattered over ranks"),
-            ('moe_a2a_backend', lambda v: v not in (None, 'none'), "an all-to-all MoE backend ({v}): the residual stream may be scattered over ranks"))
+RECORD_MODULES = ('model', 'model.embed_tokens', 'model.layers.*.input_layernorm', 'model.norm', 'logits_processor')
+_LAYOUT = tuple(f.setting for f in LAYOUT_FLAGS if f.engine == 'sglang')
+_RANKS = (('tp', 'tp_rank'), ('pp', 'pp_rank'), ('dp', 'dp_rank'), ('ep', 'moe_ep_rank'))   # our group, SGLang's name
+_PARALLEL = 'sglang.srt.runtime_context'   # its get_parallel(): this process's ranks (0.5.23)
 
-def record_refusal(layout:dict, # server arguments: tp_size, pp_size, dp_size, ep_size, enable_dp_attention, moe_a2a_backend
-                  )->str|None: # why the record mode refuses this layout, or None
-    "Whether the record mode can record a server's parallel layout (tensor parallel: yes, on every rank)."
-    why = [msg.format(v=layout.get(k)) for k, bad, msg in _REFUSED if bad(layout.get(k))]
-    return None if not why else "refused: " + '; '.join(why) + " (tensor parallel alone is recorded)"
+def record_refusal(layout:dict, # server arguments: tp_size, pp_size, dp_size, ep_size, enable_dp_attention, ...
+                  )->str|None: # why the record mode refuses this layout, naming the flag, or None
+    "Whether the record mode can record a server's parallel layout: the layouts chapter's table, SGLang's rows."
+    return layout_refusal('sglang', layout)
+
+def _place(sa, runner)->dict:
+    "This process's ranks (SGLang's `get_parallel()`, where it has one) and the decoder layers its stage holds."
+    p = {f'{g}_size': getattr(sa, f'{g}_size', 1) or 1 for g, _ in _RANKS}
+    try: par = import_module(_PARALLEL).get_parallel()
+    except Exception: par = None
+    for g, name in _RANKS:
+        try: v = getattr(par, name)
+        except Exception: v = None
+        p[f'{g}_rank'] = v if isinstance(v, int) else (_rank() if g == 'tp' and p['tp_size'] > 1 else 0)
+    inner = getattr(getattr(runner, 'model', None), 'model', None)
+    a, b = getattr(inner, 'start_layer', None), getattr(inner, 'end_layer', None)
+    return p | (dict(start_layer=a, end_layer=b) if isinstance(a, int) and isinstance(b, int) else {})
 
 def _server_layout(frame)->dict|None:
     "The layout of the server registering the hooks, from the `ModelRunner` on the call stack (None when none is)."
@@ -405,35 +395,17 @@ def _server_layout(frame)->dict|None:
         for v in (frame.f_locals.get('model_runner'), frame.f_locals.get('self')):
             sa = getattr(v, 'server_args', None)
             if sa is not None and hasattr(sa, 'tp_size'):
-                return dict({k: getattr(sa, k, None) for k in _LAYOUT}, draft=bool(getattr(v, 'is_draft_worker', False)))
+                return dict({k: getattr(sa, k, None) for k in _LAYOUT}, draft=bool(getattr(v, 'is_draft_worker', False)), place=_place(sa, v))
         frame = frame.f_back
     return None
-
-# %% ../../nbs/02c_sglang_hook.ipynb #f7ca6300
-def rank_logits(hidden:torch.Tensor, # [T, H] final-normed hidden states
-                head:nn.Module, # the lm_head: its `weight`, and SGLang's `shard_indices` when it is vocabulary-parallel
-                ids:torch.Tensor|None=None, # token ids to keep (default: the whole slice)
-                block:int=1024, # tokens per block
-               )->tuple: # ({'logits', 'top_value', 'top_index'} on the CPU, {'start', 'end', 'ids'})
-    "This rank's logits over its vocabulary slice (or `ids` in it), with the slice's top logit and token per row."
-    si = getattr(head, 'shard_indices', None)
-    start, end = (si.org_vocab_start_index, si.org_vocab_end_index) if si is not None else (0, head.weight.shape[0])
-    w = head.weight[:end - start]
-    cols = None if ids is None else ids[(ids >= start) & (ids < end)] - start
-    keep, top_v, top_i = [], [], []
-    for h in hidden.split(block):
-        lg = (h.to(w.dtype) @ w.t()).float()
-        i = lg.argmax(-1)
-        top_v.append(lg.gather(-1, i[:, None])[:, 0].cpu()); top_i.append((i + start).cpu())
-        keep.append((lg if cols is None else lg[:, cols.to(lg.device)]).cpu())
-    out = dict(logits=torch.cat(keep), top_value=torch.cat(top_v), top_index=torch.cat(top_i))
-    return out, dict(start=int(start), end=int(end), ids=None if cols is None else (cols + start).tolist())
 
 # %% ../../nbs/02c_sglang_hook.ipynb #d6aa6f3c
 class _Recorder:
     "The record mode's hook: each prefill pass of the target, raw, into this process's folder."
     def __init__(self, cfg:dict, model:nn.Module|None, layout:dict|None):
-        self.cfg, self.names, self.layout = cfg, _Names(), layout or {}
+        self.cfg, self.names, self.layout = cfg, _Names(), dict(layout or {})
+        self.place = self.layout.pop('place', None) or {}
+        self.last = self.place.get('pp_rank', 0) == (self.place.get('pp_size') or 1) - 1   # the stage with the logits
         if model is not None: self.names.adopt(model, 'target')
         self.n = cfg.get('n_layers') or getattr(getattr(model, 'config', None), 'num_hidden_layers', None)
         if self.n is None and model is not None: self.n = sum(1 for k, _ in model.named_modules() if SGLANG_LAYER.match(k)) or None
@@ -454,39 +426,38 @@ class _Recorder:
     def _folder(self)->Path:
         if self.dir is None:
             release = getattr(sys.modules.get('sglang'), '__version__', None)
-            self.dir = raw_process_folder(self.cfg['folder'], _rank(), dict(engine='sglang', release=release, n_layers=self.n,
-                                          tp_size=self.layout.get('tp_size') or 1, layout=self.layout))
+            self.dir = raw_process_folder(self.cfg['folder'], _rank(), {'engine': 'sglang', 'release': release, 'n_layers': self.n,
+                                          'tp_size': self.layout.get('tp_size') or 1, 'layout': self.layout, PLACE_KEY: self.place})
         return self.dir
 
     def _fire(self, module, args, output):
         e = self.names.lookup(module)
         if e is None or e.role != 'target': return
-        if e.name == 'model.embed_tokens': self.cur = {}   # a pass begins
-        if self.cur is None: return
-        if e.name == 'logits_processor': return self._close(args)
+        if e.name == 'model.embed_tokens' or self.cur is None: self.cur = {}   # a pass begins (a later stage has no embedding)
+        if e.name == 'logits_processor' or (e.name == _ANCHOR and not self.last): return self._close(args, e.name != _ANCHOR)
         for point, how in module_points('target', e.name, self.n):
             k = resid_k(point)
             if k is None or k in self.cur or (self.keep is not None and k not in self.keep): continue
             t, reading = read_point(how, args, output)
             if t is not None: self.cur[k] = (t.detach().to('cpu', copy=True), reading)   # now: the next norm adds in place
 
-    def _close(self, args):
+    def _close(self, args, logits:bool):
         cur, self.cur = self.cur, None
         n, self.passes = self.passes, self.passes + 1
         fb = next((a for a in args if hasattr(a, 'forward_mode') and hasattr(a, 'positions')), None)
         mode = getattr(getattr(fb, 'forward_mode', None), 'name', None)
         if mode not in RECORD_MODES or not cur: return
-        ids, hidden, head = args[0], args[1], args[2]
+        ids, head = args[0], args[2] if logits else None
         lens = getattr(fb, 'extend_seq_lens_cpu', None)
         if lens is None: lens = fb.extend_seq_lens.tolist() if getattr(fb, 'extend_seq_lens', None) is not None else [len(ids)]
         tensors = {f'resid.{k}': t for k, (t, _) in cur.items()} | dict(token_ids=ids.long(), positions=fb.positions.long())
-        logits = None
-        if hasattr(head, 'weight'): got, logits = rank_logits(hidden, head, self.ids); tensors.update(got)
+        got = None
+        if hasattr(head, 'weight'): out, got = rank_logits(args[1], head, self.ids); tensors.update(out)
         write_raw_pass(self._folder(), n, tensors, dict(mode=mode, rids=[str(r) for r in (getattr(fb, 'rids', None) or [])],
-                       seq_lens=[int(x) for x in lens], layers=sorted(cur), how={k: r for k, (_, r) in cur.items()}, logits=logits))
+                       seq_lens=[int(x) for x in lens], layers=sorted(cur), how={k: r for k, (_, r) in cur.items()}, logits=got))
 
 def _record_factory(cfg:dict, frame):
-    "The record mode's `factory`: None on a draft's model runner, a refusal for the layouts it cannot record."
+    "The record mode's `factory`: None on a draft's model runner, a refusal naming the flag for a layout it cannot record."
     layout = _server_layout(frame)
     if layout is not None and layout.pop('draft'): return None
     if layout is not None and (why := record_refusal(layout)):

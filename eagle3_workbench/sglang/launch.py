@@ -8,6 +8,7 @@ import inspect, json, shlex
 from importlib import import_module
 from importlib.util import find_spec
 import torch
+from ..layouts import layout_refusal
 from .hook import forward_hooks_json, attach_forward_hooks, flush_all
 from .readers import ServerCapture, read_hook_folder
 
@@ -34,7 +35,8 @@ def launch_command(target_path, # the target model (directory or hub id, as SGLa
             ('--speculative-num-draft-tokens', num_draft_tokens), ('--tp', tp)]
     if forward_hooks is not None:
         hooks = forward_hooks if isinstance(forward_hooks, str) else json.dumps(forward_hooks)
-        json.loads(hooks)
+        if any((spec.get('config') or {}).get('mode') == 'record' for spec in json.loads(hooks)) and (why := layout_refusal('sglang', {'tp_size': tp, **flags})):
+            raise ValueError(f"launch_command: the record mode's hooks cannot record this layout: {why}")
         args.append(('--forward-hooks', hooks))
     for k, v in flags.items():
         if v is None or v is False: continue

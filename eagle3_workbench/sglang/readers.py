@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 import torch
-from ..points import SGLANG_INPUT_NORM, SGLANG_DUMP_DRAFT, sglang_draft_name
+from ..points import SGLANG_INPUT_NORM, SGLANG_DUMP_DRAFT, sglang_draft_name, infer_phase
 from ..records import Record, Origin, tensor_stats
-from .hook import module_points, read_point, infer_phase, tensor_ints
+from .hook import module_points, read_point, tensor_ints
 
 # %% auto #0
 __all__ = ['is_number', 'fmt_value', 'ServerCapture', 'read_hook_folder', 'read_debug_tensor_dump', 'read_dumper', 'read_capture']
