@@ -36,9 +36,10 @@ class TrainerRules:
     hidden_normed_twice: bool = False  # first layer: hidden_norm(input_layernorm(h)) (ModelOpt's attention pre-hook)
     last_norm_key: bool = False        # use_last_layernorm decides whether the final norm exists (ModelOpt)
     nested_norm_before_fc: bool = False  # eagle_config.norm_before_fc, else the top level (vLLM's llama_eagle3.py from 0.22.0)
+    later_norm: str = 'input_layernorm'  # the norm a layer after the first applies to the residual stream ('hidden_norm': SGLang's file)
 
 TRAINER_RULES = {
-    'specforge':   TrainerRules('logits', False, False, True, 'specforge'),
+    'specforge':   TrainerRules('logits', True, False, True, 'specforge', later_norm='hidden_norm'),   # more layers: as SGLang serves them
     'angelslim':   TrainerRules('logits', False, False, True, 'specforge'),
     'eagle':       TrainerRules('ignored', False, False, True, 'specforge'),
     'vllm':        TrainerRules('3.1', True, True, True, 'transformers', mla=True, nested_norm_before_fc=True),
@@ -407,16 +408,18 @@ class DraftLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 class DraftDecoderLayer(nn.Module):
-    "A plain pre-norm decoder layer after the first (`layers.{i}`, i >= 1): hidden-width attention, no embedding."
+    "A pre-norm decoder layer after the first (`layers.{i}`, i >= 1): hidden-width attention, no embedding, normed by `rules.later_norm`."
     def __init__(self, c:DraftConfig, layer_idx:int):
         super().__init__()
-        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)   # built and loaded under either rule, as both engines do
+        if c.rules.later_norm == 'hidden_norm': self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.pre_norm = c.rules.later_norm   # a name, not the module again: the state dict keeps one entry per weight
         self.self_attn = _attention(c, c.hidden_size, layer_idx)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.mlp = DraftMLP(c)
 
     def forward(self, x, cos, sin, cache=None, mask=None):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, mask)
+        x = x + self.self_attn(getattr(self, self.pre_norm)(x), cos, sin, cache, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 # %% ../nbs/01_draft.ipynb #5f65d213

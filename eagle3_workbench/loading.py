@@ -17,7 +17,7 @@ from .conventions import read_aux_ids
 from .wiring import resolve_wiring, Wiring
 from .threads import apply_threads
 from .target import zoo_root, target_parts, text_config, model_class
-from .formats import Provenance, detect_provenance, flatten_config, dequantize, canonical_keys, PICKLED, some_of
+from .formats import Provenance, detect_provenance, flatten_config, dequantize, canonical_keys, PICKLED, some_of, lacks
 
 # %% auto #0
 __all__ = ['resolve_path', 'ConfigDict', 'read_config', 'weight_files', 'unloadable_reason', 'load_state_dict', 'load_tokenizer',
@@ -346,7 +346,7 @@ def load_draft(source, # a `DraftSource` (`read_draft`), a draft directory or `z
     head = _lm_head(draft, sd, target, prov, path)
     expected = draft.state_dict()
     missing = [k for k in expected if k not in sd and k not in ('d2t', 't2d')]
-    if missing: raise ModelLoadError(f"{path}: checkpoint lacks {missing} (format {prov.format}, written by {prov.trainer})", _missing_code(missing))
+    if missing: raise ModelLoadError(lacks(missing, list(expected), c, path, f"format {prov.format}, written by {prov.trainer}"), _missing_code(missing))
     for k, v in expected.items():
         if k in sd and tuple(sd[k].shape) != tuple(v.shape):
             raise ModelLoadError(f"{path}: {k} has shape {tuple(sd[k].shape)}, expected {tuple(v.shape)} from config.json",
