@@ -57,7 +57,7 @@ def _scaling(d:dict|None)->dict|None:
 
 def _scaling_findings(pair)->list:
     "ROPE_SCALING_MISMATCH when the draft's rope scaling differs from the target's in type, factor or original length."
-    t = pair.target.config
+    t = pair.target.config.get_text_config()   # a composite config: its language model's
     ts = _scaling(getattr(t, 'rope_parameters', None) or getattr(t, 'rope_scaling', None))
     ds = _scaling(pair.draft.config.rope_scaling)
     if ts is None and ds is None: return []
@@ -71,7 +71,7 @@ def _scaling_findings(pair)->list:
 
 def _positions_findings(pair)->list:
     "DRAFT_POSITIONS_SHORT when the draft's max_position_embeddings (given, or the 2048 config classes default to) is below the target's."
-    c, tmax = pair.draft.config, getattr(pair.target.config, 'max_position_embeddings', None)
+    c, tmax = pair.draft.config, getattr(pair.target.config.get_text_config(), 'max_position_embeddings', None)
     given = 'max_position_embeddings' in (c.raw or {})
     if tmax is None or c.max_position_embeddings >= tmax: return []
     how = f"max_position_embeddings {c.max_position_embeddings}" if given else f"no max_position_embeddings (config classes default to {c.max_position_embeddings})"
@@ -99,7 +99,7 @@ def static_findings(pair, engine=None, # the deploying engine: an `Engine` or a 
     "Findings that need no forward pass, and the wiring the engine would feed."
     engine = Engine.parse(engine if engine is not None else pair.wiring.engine, 'engine')
     c, cfg, n, mtype = pair.draft.config, pair.draft.config.raw, pair.n_layers, pair.model_type
-    th = pair.target.config.hidden_size
+    th = pair.target.config.get_text_config().hidden_size
     out = []
     if c.use_aux_hidden_state and c.fc_in_features != c.num_aux * th:
         out.append(Finding('HIDDEN_SIZE_MISMATCH', 'error', f"fc takes {c.fc_in_features} inputs but {c.num_aux} aux layers x target hidden "

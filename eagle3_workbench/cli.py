@@ -39,6 +39,7 @@ def _unit(s):
 
 # %% ../nbs/08_cli.ipynb #1cab204d
 from .engines import Engine, ENGINE_NAMES, SERVING, TRTLLM   # the standard library only: --help stays fast
+from .prompts import read_prompts, render_chats   # the standard library only too
 OPTION_OF = {'speculative_num_steps': '--steps', 'speculative_eagle_topk': '--topk', 'speculative_num_draft_tokens': '--num-draft-tokens',
              'top_p': '--top-p', 'temperature': '--temperature'}   # engine settings as the user typed them
 ENGINE_HELP = (f"whose reading of the draft config decides which resid[k] are fed: one of {', '.join(ENGINE_NAMES)}, "
@@ -74,16 +75,15 @@ def _load(a):
     return recorded_pair(rec, a.draft, engine=a.engine, threads=a.threads)
 
 def _prompts(a, pair=None)->list:
-    "--prompts / --n-prompts; with --recording and no --prompts, the prompts it recorded."
-    from eagle3_workbench.prompts import read_prompts
+    "--prompts / --n-prompts, chats rendered by the target's chat template once `pair` is loaded; with --recording and no --prompts, the prompts it recorded."
     if a.prompts is None and getattr(a, 'recording', None) is not None and pair is not None:
         from eagle3_workbench.scores import recorded_prompts
         return recorded_prompts(pair.target)[:a.n_prompts]
-    return read_prompts(a.prompts, a.n_prompts)
+    return read_prompts(a.prompts, a.n_prompts) if pair is None else render_chats(read_prompts(a.prompts, a.n_prompts), pair.tokenizer, pair.target_path)
 
 def _positions_check(pair, a):
     "--steps and --max-new-tokens must fit the target's positions; say which option does not."
-    n = getattr(pair.target.config, 'max_position_embeddings', None) or 0
+    n = getattr(pair.target.config.get_text_config(), 'max_position_embeddings', None) or 0
     if n and a.steps + 2 > n: raise ValueError(f"--steps {a.steps}: the target has only {n} positions")
     if n and getattr(a, 'max_new_tokens', 0) and a.max_new_tokens + a.steps + 2 > n:
         raise ValueError(f"--max-new-tokens {a.max_new_tokens}: with --steps {a.steps} it does not fit the target's {n} positions")
@@ -104,7 +104,7 @@ def _run(a)->int:
     prompts = _prompts(a) if a.recording is None else None   # a bad prompt file fails before torch is imported
     from eagle3_workbench.engine import run_prompts
     pair = _load(a)
-    prompts = prompts or _prompts(a, pair)
+    prompts = _prompts(a, pair)   # read again with the target: its chat template renders the chats
     asked = a.max_new_tokens
     if asked is None: a.max_new_tokens = _replayable(pair, prompts, a.steps) if a.recording else RUN_NEW_TOKENS
     _positions_check(pair, a)
@@ -129,12 +129,13 @@ def _run(a)->int:
 def _wiring_target(a)->tuple:
     "(N, target model_type) from --target or --n-layers."
     from eagle3_workbench.loading import read_config, resolve_path
+    from eagle3_workbench.target import text_config
     if a.target is None:
         if a.n_layers is None: raise ValueError("give the target's layer count: --n-layers N or --target DIR")
         return a.n_layers, a.model_type
     tcfg = read_config(resolve_path(a.target))
-    n = tcfg.get('num_hidden_layers')
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1: raise ValueError(f"{a.target}: config.json has no positive integer 'num_hidden_layers'")
+    n, at = text_config(tcfg).get('num_hidden_layers'), '' if text_config(tcfg) is tcfg else 'text_config.'   # a composite config: its language model's
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1: raise ValueError(f"{a.target}: config.json has no positive integer '{at}num_hidden_layers'")
     return n, a.model_type or tcfg.get('model_type')
 
 # %% ../nbs/08_cli.ipynb #6606fdf7
@@ -194,7 +195,7 @@ def _diagnose(a)->int:
         d = unusable_diagnosis(e, a.engine)
         print(json.dumps(d.to_json()) if a.json else d)
         return EXIT_CHECK_FAILED
-    prompts = prompts or _prompts(a, pair)
+    prompts = _prompts(a, pair)   # read again with the target: its chat template renders the chats
     if not a.json: print(f"diagnosing {pair} on {len(prompts)} prompts ...", file=sys.stderr, flush=True)
     d = diagnose(pair, prompts, training_dump=a.training_dump, engine=a.engine,
                  wiring=a.wiring, deployment=deployment, deployment_prompt=a.deployment_prompt, algorithm=a.algorithm,
@@ -221,6 +222,7 @@ def _record(a)->int:
     width = read_config(path).get('hidden_size')
     chosen = apply_threads(width if isinstance(width, int) else None, a.threads)
     model, tok = load_target(path)
+    prompts = render_chats(prompts, tok, a.target)   # what a chat server runs: the target's chat template applied
     vocab_ids = None
     if a.logits == 'vocab':
         import torch

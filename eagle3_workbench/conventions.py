@@ -7,7 +7,7 @@ __all__ = ['AUX_KEY', 'FIELDS', 'ZERO', 'TRAINER_ROWS', 'TRAINERS', 'default_res
            'read_aux_ids', 'parse_wiring', 'format_wiring', 'TrainerRules', 'Trainer']
 
 # %% ../nbs/00_conventions.ipynb #45fc19d1
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 # %% ../nbs/00_conventions.ipynb #37bc1f16
@@ -77,6 +77,7 @@ class TrainerRules:
     nested_norm_before_fc: bool = False  # eagle_config.norm_before_fc, else the top level (vLLM's llama_eagle3.py from 0.22.0)
     layer_types: tuple = ()            # the only layer model_types it builds; then fc is sized from hidden_size, no sliding window (speculators)
     head_optional: bool = False        # a checkpoint without lm_head borrows the target's even with draft_vocab_size set (ModelOpt)
+    later_norm: str = 'input_layernorm'  # the norm a layer after the first applies to the residual stream ('hidden_norm': SGLang's file)
 
 class Trainer(NamedTuple):
     "One trainer of EAGLE-3 checkpoints, as read from its code."
@@ -91,7 +92,7 @@ class Trainer(NamedTuple):
 
 _SF, _T31 = TrainerRules('logits', False, False, True, 'specforge'), TrainerRules('3.1', True, True, True, 'transformers', mla=True, nested_norm_before_fc=True)
 TRAINER_ROWS = {
-    'specforge':   Trainer('SpecForge', _SF, f'eagle_config.{AUX_KEY}', 'specforge', 'midlayer.*, fc, norm, lm_head, d2t, t2d',
+    'specforge':   Trainer('SpecForge', replace(_SF, layers=True, later_norm='hidden_norm'), f'eagle_config.{AUX_KEY}', 'specforge', 'midlayer.*, fc, norm, lm_head, d2t, t2d',
                            'specforge/modeling/draft/llama3_eagle.py (0.2.0 = main a6b6b023)',
                            "specforge 0.2.0 algorithms/model_providers.py:193-200 (model.aux_hidden_state_layer_ids, else eagle_config's); export/to_sglang.py:17; llama3_eagle.py:1668 midlayer"),
     'speculators': Trainer('speculators', TrainerRules('3.1', True, True, False, 'transformers', qk_norm_types=('qwen3',), layer_types=('llama', 'qwen3')), AUX_KEY, 'vllm',

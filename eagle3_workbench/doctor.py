@@ -105,8 +105,8 @@ def read_training_dump(folder, limit:int=16)->tuple:
 @torch.no_grad()
 def match_training_features(pair, samples:list)->tuple:
     "Chunk x layer similarity of a dump's features against the target's resid[k]: (result dict, findings)."
-    n, H, k = pair.n_layers, pair.target.config.hidden_size, pair.draft.config.num_aux
-    vocab, out = pair.target.config.vocab_size, []
+    n, t, k = pair.n_layers, pair.target.config.get_text_config(), pair.draft.config.num_aux
+    H, vocab, out = t.hidden_size, t.vocab_size, []
     usable = []
     for s in samples:
         name, top = Path(s['file']).name, int(s['input_ids'].max())

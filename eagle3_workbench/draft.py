@@ -21,7 +21,6 @@ class ModelLoadError(ValueError):
     def __init__(self, message:str, code:str|None=None): # code: the doctor's finding code when the fault is the draft's own
         super().__init__(message); self.code = code
 
-
 # %% ../nbs/01_draft.ipynb #c9552881
 @dataclass
 class DraftConfig:
@@ -383,16 +382,18 @@ class DraftLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 class DraftDecoderLayer(nn.Module):
-    "A plain pre-norm decoder layer after the first (`layers.{i}`, i >= 1): hidden-width attention, no embedding."
+    "A pre-norm decoder layer after the first (`layers.{i}`, i >= 1): hidden-width attention, no embedding, normed by `rules.later_norm`."
     def __init__(self, c:DraftConfig, layer_idx:int):
         super().__init__()
-        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)   # built and loaded under either rule, as both engines do
+        if c.rules.later_norm == 'hidden_norm': self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.pre_norm = c.rules.later_norm   # a name, not the module again: the state dict keeps one entry per weight
         self.self_attn = _attention(c, c.hidden_size, layer_idx)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.mlp = DraftMLP(c)
 
     def forward(self, x, cos, sin, cache=None, mask=None):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, mask)
+        x = x + self.self_attn(getattr(self, self.pre_norm)(x), cos, sin, cache, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 # %% ../nbs/01_draft.ipynb #5f65d213

@@ -204,7 +204,7 @@ class Session:
         self.settings = SpecSettings(**settings).checked(pair.draft.config.draft_vocab_size)
         self.wiring = self._check_wiring(pair.wiring.resid_layers if wiring is None else wiring, configured=wiring is None)
         self.gen = torch.Generator().manual_seed(self.settings.seed)  # seeded once: later prompts draw fresh samples
-        self.max_positions = pair.target.config.max_position_embeddings
+        self.max_positions = pair.target.config.get_text_config().max_position_embeddings   # a composite config: its language model's
         dt = next(pair.draft.parameters()).dtype
         self.target = RecordedTarget(pair.target, dt) if isinstance(pair.target, Recording) else LiveTarget(pair.target)
         self._greedy_only(self.settings)
@@ -276,7 +276,7 @@ class Session:
         if isinstance(prompt, str) and self.pair.tokenizer is None: check_prompts(self.pair, [prompt])   # says which files are missing
         ids = self.pair.tokenizer(prompt, add_special_tokens=False)['input_ids'] if isinstance(prompt, str) else list(prompt)
         if not ids: raise ValueError("empty prompt: nothing to extend")
-        vocab = self.pair.target.config.vocab_size
+        vocab = self.pair.target.config.get_text_config().vocab_size
         if any(not 0 <= t < vocab for t in ids): raise ValueError(f"prompt has token ids outside the vocabulary [0, {vocab})")
         if len(ids) + self.settings.speculative_num_steps + 2 > self.max_positions:
             raise ValueError(f"prompt of {len(ids)} tokens leaves no room: the target has {self.max_positions} positions")
@@ -302,7 +302,7 @@ class Session:
         d, n0, t0 = self.pair.draft, self._n_records(), time.perf_counter()
         step = lambda x, ids, pos, mask, k: self._draft_fwd(x, ids, pos, mask, from_target=False, phase=f'draft[{k-1}]')
         to_target = d.to_target_ids(torch.arange(self._last[1].shape[-1], device=self._last[1].device))
-        kept = self._draft = _propose(step, self._last, len(self.tokens) - 1, self.settings, self.gen, to_target, self.pair.target.config.vocab_size)
+        kept = self._draft = _propose(step, self._last, len(self.tokens) - 1, self.settings, self.gen, to_target, self.pair.target.config.get_text_config().vocab_size)
         res = DraftResult(self.cycle, [n['token'] for n in kept], [n['parent'] for n in kept], [n['depth'] for n in kept],
                           [round(n['q'], 6) for n in kept], [n['alts'] for n in kept], {'draft': time.perf_counter() - t0},
                           self._captured_since(n0))

@@ -12,7 +12,7 @@ from .conventions import TRAINERS
 from .draft import ModelLoadError, DraftConfig
 
 # %% auto #0
-__all__ = ['PICKLED', 'FP8_DTYPES', 'Provenance', 'some_of', 'detect_provenance', 'flatten_config', 'canonical_keys',
+__all__ = ['PICKLED', 'FP8_DTYPES', 'Provenance', 'some_of', 'detect_provenance', 'flatten_config', 'canonical_keys', 'lacks',
            'dequantize']
 
 # %% ../nbs/01a_formats.ipynb #79f4eda0
@@ -150,6 +150,19 @@ def canonical_keys(sd:dict, c:DraftConfig)->dict:
             out.update({p+'gate_proj.weight': g, p+'up_proj.weight': u}); continue
         out[k] = v
     return out
+
+# %% ../nbs/01a_formats.ipynb #0738dde2
+def lacks(missing:list, # canonical names of the weights the draft expects and the checkpoint lacks
+          expected:list, # every canonical name the draft expects
+          c:DraftConfig, path, # the draft's config (`c.raw.source` names config.json) and its folder
+          written:str)->str: # who wrote it, for the message
+    "The loader's message for a checkpoint that lacks weights: layers missing whole are named by `num_hidden_layers`."
+    layer = lambda k: int(k.split('.')[1]) if k.startswith('layers.') else None
+    gone = sorted({layer(k) for k in missing} - {None})
+    if gone and all(layer(k) is not None for k in missing) and all(k in missing for k in expected if layer(k) in gone):
+        return (f"{getattr(c.raw, 'source', None) or path}: num_hidden_layers={c.num_hidden_layers} but the checkpoint holds no "
+                f"weights for layers {gone} ({written}): the engines would run them untrained")
+    return f"{path}: checkpoint lacks {missing} ({written})"
 
 # %% ../nbs/01a_formats.ipynb #11c1ac6c
 FP8_DTYPES = tuple(getattr(torch, n) for n in ('float8_e4m3fn', 'float8_e5m2', 'float8_e4m3fnuz', 'float8_e5m2fnuz') if hasattr(torch, n))   # the FP8 dtypes this torch has

@@ -16,8 +16,8 @@ from .engines import Engine
 from .conventions import read_aux_ids
 from .wiring import resolve_wiring, Wiring
 from .threads import apply_threads
-from .target import zoo_root, target_parts
-from .formats import Provenance, detect_provenance, flatten_config, dequantize, canonical_keys, PICKLED, some_of
+from .target import zoo_root, target_parts, text_config, model_class
+from .formats import Provenance, detect_provenance, flatten_config, dequantize, canonical_keys, PICKLED, some_of, lacks
 
 # %% auto #0
 __all__ = ['resolve_path', 'ConfigDict', 'read_config', 'weight_files', 'unloadable_reason', 'load_state_dict', 'load_tokenizer',
@@ -172,23 +172,23 @@ def load_target(path, # directory with config.json and weights (or a `zoo:NAME`)
                 attn_implementation='eager', # eager attention accepts the engine's tree masks
                 config:dict|None=None, # its config.json, when the caller read it already (`load_pair`)
                ):
-    "Load a Hugging Face causal LM and its tokenizer (when present) from a local directory."
-    from transformers import AutoModelForCausalLM
+    "Load a Hugging Face causal LM (or a vision-language wrapper: its language model and head run) and its tokenizer (when present) from a local directory."
     path = resolve_path(path)
     cfg = config if config is not None else read_config(path)
     if 'model_type' not in cfg: raise ModelLoadError(f"{path/'config.json'}: key 'model_type' missing (expected a transformers model type)")
-    for k in _TARGET_INTS:   # composite configs keep these in a sub-config: only what is here is checked
-        v = cfg.get(k)
+    text, at = text_config(cfg), '' if text_config(cfg) is cfg else 'text_config.'   # a composite config: its language model's
+    for k in _TARGET_INTS:   # what is there is checked; transformers' defaults fill in the rest
+        v = text.get(k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
-            raise ModelLoadError(f"{path/'config.json'}: key '{k}' must be a positive integer, got {v!r}")
+            raise ModelLoadError(f"{path/'config.json'}: key '{at}{k}' must be a positive integer, got {v!r}")
     weight_files(path)
     tok = load_tokenizer(path)   # before the weights: a broken tokenizer fails fast
     kw = dict(dtype=dtype, attn_implementation=attn_implementation, output_loading_info=True)
-    if cfg.get('n_routed_experts') or cfg.get('num_experts') or cfg.get('num_local_experts'): kw['experts_implementation'] = 'eager'
+    if text.get('n_routed_experts') or text.get('num_experts') or text.get('num_local_experts'): kw['experts_implementation'] = 'eager'
     if device_map is not None: kw['device_map'] = device_map
     with warnings.catch_warnings(), _hold_transformers_logs() as held:
         warnings.simplefilter('ignore')
-        try: model, info = AutoModelForCausalLM.from_pretrained(str(path), **kw)
+        try: model, info = model_class(cfg['model_type']).from_pretrained(str(path), **kw)
         except Exception as e:   # anything transformers raises on these files is a problem of the files: one line naming them
             if 'mismatch' in str(e): raise ModelLoadError(f"{path}: weights do not match config.json{_first_mismatch(held.text())}") from None
             raise ModelLoadError(f"{path}: transformers could not build the target ({type(e).__name__}: {' '.join(str(e).split())[:300]})") from None
@@ -346,7 +346,7 @@ def load_draft(source, # a `DraftSource` (`read_draft`), a draft directory or `z
     head = _lm_head(draft, sd, target, prov, path)
     expected = draft.state_dict()
     missing = [k for k in expected if k not in sd and k not in ('d2t', 't2d')]
-    if missing: raise ModelLoadError(f"{path}: checkpoint lacks {missing} (format {prov.format}, written by {prov.trainer})", _missing_code(missing))
+    if missing: raise ModelLoadError(lacks(missing, list(expected), c, path, f"format {prov.format}, written by {prov.trainer}"), _missing_code(missing))
     for k, v in expected.items():
         if k in sd and tuple(sd[k].shape) != tuple(v.shape):
             raise ModelLoadError(f"{path}: {k} has shape {tuple(sd[k].shape)}, expected {tuple(v.shape)} from config.json",
@@ -466,11 +466,12 @@ class Pair:
     wiring: Wiring
     report: DraftLoadReport
     threads: object = None   # the `ThreadChoice` made when the pair was loaded
+    file_model_type: str|None = None   # config.json's model_type, where transformers built the model of another (Llama 4's composite: its text model)
 
     @property
     def n_layers(self)->int: return len(target_parts(self.target)['layers'])
     @property
-    def model_type(self)->str|None: return getattr(self.target.config, 'model_type', None)   # picks the engines' per-model-file rules
+    def model_type(self)->str|None: return self.file_model_type or getattr(self.target.config, 'model_type', None)   # picks the engines' per-model-file rules
     def __repr__(self):
         return (f"Pair(target={self.target_path} [{self.model_type}, {self.n_layers} layers], "
                 f"draft={self.draft_path} [{self.report.format}, trainer {self.report.trainer}], "
@@ -490,9 +491,9 @@ def load_pair(target='zoo:tiny-dsv3', # target directory or zoo name
         if not str(target).startswith('zoo:'): raise ValueError(f"{target}: draft=None is only allowed for zoo targets; pass the draft directory")
         draft = f"{target}-eagle3"
     src = read_draft(draft)   # the draft's config and files checked before the target loads
-    width = tcfg.get('hidden_size') or (tcfg.get('text_config') or {}).get('hidden_size')
+    width = text_config(tcfg).get('hidden_size')
     chosen = apply_threads(width if isinstance(width, int) else None, threads)   # before the load: it runs on them too
     model, tok = load_target(tpath, dtype=dtype, device=device, device_map=device_map, config=tcfg)
     dr, report = load_draft(src, target=model, dtype=dtype, device=device, engine=engine)
-    wiring = resolve_wiring(src.raw, len(target_parts(model)['layers']), engine=engine, target_model_type=model.config.model_type)
-    return Pair(model, dr, tok, str(target), str(draft), wiring, report, chosen)
+    wiring = resolve_wiring(src.raw, len(target_parts(model)['layers']), engine=engine, target_model_type=tcfg['model_type'])   # the file's type:
+    return Pair(model, dr, tok, str(target), str(draft), wiring, report, chosen, tcfg['model_type'])   # what engines serve (Llama 4's builds 'llama4_text')

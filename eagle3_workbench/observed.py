@@ -11,7 +11,7 @@ from statistics import NormalDist
 from .engines import Engine, SGLANG
 from .findings import Finding
 from .stats import bootstrap_ci, wilson
-from .prompts import read_prompts
+from .prompts import read_prompts, render_chats
 from .engine import summarize, run_prompts, SpecSettings
 from .outputs import SETTINGS_NAMES, Observed, read_observed, json_ready, observed_from_requests, acceptance_by_context, Trend, acceptance_trend
 from .recording import Recording, is_recording
@@ -471,7 +471,7 @@ def compare_deployment(observed, # path of what the deployment printed (any form
         if not str(e).startswith('speculative_eagle_topk'): raise
     eng = Engine.parse(engine if engine is not None else obs.engine, 'engine')   # the deployment's engine; in-process: the default
     pair = _expectation_pair(target, draft, eng, threads)
-    prompts = prompts if prompts is not None else recorded_prompts(pair.target)[:n_prompts]
+    prompts = render_chats(prompts, pair.tokenizer, pair.target_path) if prompts is not None else recorded_prompts(pair.target)[:n_prompts]
     exp = expected_acceptance(pair, prompts, max_new_tokens or obs.settings.get('max_new_tokens') or 32,
                               notes=notes + [f"wired as {eng} reads the draft config"], **st)
     if r := _release_reading(obs, eng, pair, exp.facts['n_layers']): exp.facts['release_reading'] = r

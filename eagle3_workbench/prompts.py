@@ -5,28 +5,66 @@
 # %% ../nbs/01e_prompts.ipynb #22ab6254
 from __future__ import annotations
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['read_prompts', 'zoo_prompts', 'check_prompts']
+__all__ = ['SHAREGPT_ROLES', 'Chat', 'read_prompts', 'zoo_prompts', 'render_chats', 'check_prompts']
+
+# %% ../nbs/01e_prompts.ipynb #0ebf51a7
+SHAREGPT_ROLES = {'human': 'user', 'user': 'user', 'gpt': 'assistant', 'chatgpt': 'assistant', 'assistant': 'assistant',
+                  'model': 'assistant', 'system': 'system'}   # ShareGPT's `from` values and the chat-template role each is
+
+@dataclass(frozen=True)
+class Chat:
+    "A prompt as a chat client sends it: the messages the reply answers, rendered by the target's chat template before it runs."
+    messages: tuple   # ({'role': ..., 'content': ...}, ...): the conversation before the reply
+    where: str        # 'FILE:LINE', named by every error about it
+
+def _content(c, where:str, at:str)->str:
+    "A message's text: a string, or OpenAI's list of parts when every part is text."
+    if isinstance(c, str): return c
+    if isinstance(c, list) and c and all(isinstance(p, dict) and p.get('type') == 'text' and isinstance(p.get('text'), str) for p in c):
+        return ''.join(p['text'] for p in c)
+    raise ValueError(f"{where}: {at} must be a string or a list of text parts (images and other parts are not text prompts)")
+
+def _chat(obj:dict, where:str)->Chat:
+    "An OpenAI `messages` or ShareGPT `conversations` line as a `Chat`; the recorded reply (trailing assistant turns) dropped."
+    key = 'messages' if 'messages' in obj else 'conversations'
+    role, text = ('role', 'content') if key == 'messages' else ('from', 'value')
+    raw, out = obj[key], []
+    if not isinstance(raw, list) or not raw: raise ValueError(f"{where}: '{key}' must be a non-empty list of messages")
+    for j, m in enumerate(raw):
+        if not isinstance(m, dict) or not isinstance(m.get(role), str) or text not in m:
+            raise ValueError(f"{where}: {key}[{j}] must be an object with a string '{role}' and a '{text}'")
+        r = m[role] if key == 'messages' else SHAREGPT_ROLES.get(m[role].lower())
+        if r is None: raise ValueError(f"{where}: {key}[{j}].from {m[role]!r}: expected one of {sorted(SHAREGPT_ROLES)}")
+        out.append({'role': r, 'content': _content(m[text], where, f"{key}[{j}].{text}")})
+    while out and out[-1]['role'] == 'assistant': out.pop()   # the reply the data set recorded: the target writes its own
+    if not out: raise ValueError(f"{where}: '{key}' holds assistant turns only: nothing for the target to answer")
+    return Chat(tuple(out), where)
 
 # %% ../nbs/01e_prompts.ipynb #23c9e0f3
-def read_prompts(path=None, # a .jsonl file ({"prompt": ...} per line), a .txt file (one prompt per line), or None for the zoo's
+def _line(l:str, where:str):
+    "One `.jsonl` line: its 'prompt' text, or its chat ('messages' or 'conversations') as a `Chat`."
+    try: obj = json.loads(l)
+    except json.JSONDecodeError: obj = None
+    if not isinstance(obj, dict) or not ({'prompt', 'messages', 'conversations'} & set(obj)):
+        raise ValueError(f"{where}: expected a JSON object with a 'prompt' key (or a chat: 'messages' as OpenAI's, 'conversations' as ShareGPT's)")
+    if 'prompt' not in obj: return _chat(obj, where)
+    if not isinstance(obj['prompt'], str) or not obj['prompt'].strip(): raise ValueError(f"{where}: 'prompt' must be a non-empty string")
+    return obj['prompt']
+
+def read_prompts(path=None, # a .jsonl file ({"prompt": ...}, {"messages": ...} or {"conversations": ...} per line), a .txt file (one prompt per line), or None for the zoo's
                  n:int|None=None, # keep the first `n`
-                )->list:
+                )->list: # texts, and a `Chat` for each chat line (`render_chats` renders them)
     "Prompts from a file, or the zoo's held-out prompts."
     if path is None: from eagle3_workbench.target import zoo_root   # here: a prompt file is checked without torch (the CLI's bad input)
     p = Path(path) if path is not None else zoo_root()/'prompts.jsonl'
     if not p.is_file(): raise FileNotFoundError(f"{p}: no such prompt file")
     try: lines = [l for l in p.read_text(encoding='utf-8').splitlines() if l.strip()]
     except UnicodeDecodeError: raise ValueError(f"{p}: not UTF-8 text") from None
-    if p.suffix == '.jsonl':
-        out = []
-        for i, l in enumerate(lines):
-            try: out.append(json.loads(l)['prompt'])
-            except (json.JSONDecodeError, KeyError, TypeError): raise ValueError(f"{p}:{i+1}: expected a JSON object with a 'prompt' key") from None
-            if not isinstance(out[-1], str) or not out[-1].strip(): raise ValueError(f"{p}:{i+1}: 'prompt' must be a non-empty string")
-    else: out = lines
+    out = [_line(l, f"{p}:{i+1}") for i, l in enumerate(lines)] if p.suffix == '.jsonl' else lines
     if not out: raise ValueError(f"{p}: no prompts in the file")
     return out[:n]
 
@@ -34,13 +72,31 @@ def zoo_prompts(n:int|None=None)->list:
     "The zoo's held-out prompts: `read_prompts(None, n)`."
     return read_prompts(None, n)
 
+# %% ../nbs/01e_prompts.ipynb #bbe84dab
+def render_chats(prompts:list, # `read_prompts`' answer: texts, token ids and `Chat`s
+                 tokenizer, # the target's tokenizer (its `chat_template` renders the chats)
+                 target:str='the target', # how errors name the target
+                )->list: # the same prompts, each `Chat` as the chat template's text
+    "Each chat as the target tokenizer's chat template renders it (`add_generation_prompt=True`); other prompts unchanged."
+    chats = [p for p in prompts if isinstance(p, Chat)]
+    if not chats: return list(prompts)
+    file = chats[0].where.rsplit(':', 1)[0]
+    if tokenizer is None or not getattr(tokenizer, 'chat_template', None):
+        has = 'no tokenizer' if tokenizer is None else 'a tokenizer without a chat template'
+        raise ValueError(f"{file}: chat prompts ('messages' / 'conversations') need the target's chat template, and {target} has {has}: "
+                         "give {\"prompt\": ...} lines with the text as the model expects it")
+    def render(c:Chat)->str:
+        try: return tokenizer.apply_chat_template(list(c.messages), add_generation_prompt=True, tokenize=False)
+        except Exception as e: raise ValueError(f"{c.where}: {target}'s chat template refuses these messages ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+    return [render(p) if isinstance(p, Chat) else p for p in prompts]
+
 # %% ../nbs/01e_prompts.ipynb #a9f59cc6
 def check_prompts(pair, # a `Pair` (its tokenizer, target config and path are read)
                   prompts:list, # texts or token-id lists
                   steps:int|None=0, # speculative_num_steps the run will use; None: do not check lengths
                  ):
     "Every prompt usable before any runs: text (with a tokenizer) or token ids, and (unless `steps` is None) short enough; errors name the prompt."
-    limit = getattr(pair.target.config, 'max_position_embeddings', None)
+    limit = getattr(pair.target.config.get_text_config(), 'max_position_embeddings', None)   # a composite config: its language model's
     for i, p in enumerate(prompts, 1):
         if isinstance(p, str):
             if pair.tokenizer is None:
@@ -48,6 +104,8 @@ def check_prompts(pair, # a `Pair` (its tokenizer, target config and path are re
                                  f"text prompts need the target's tokenizer files, or pass token ids")
             if steps is None: continue
             n = len(pair.tokenizer(p, add_special_tokens=False)['input_ids'])
+        elif isinstance(p, Chat):
+            raise ValueError(f"prompt {i} ({p.where}): a chat, not rendered yet: `render_chats(prompts, tokenizer)` applies the target's chat template")
         elif isinstance(p, (bytes, dict)) or not hasattr(p, '__len__'):
             raise ValueError(f"prompt {i}: expected text or a list of token ids, got {type(p).__name__}")
         else: n = len(p)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['zoo_root', 'target_parts']
+__all__ = ['zoo_root', 'target_parts', 'text_config', 'model_class']
 
 # %% ../nbs/00j_target.ipynb #c3224648
 def zoo_root()->Path:
@@ -15,8 +15,31 @@ def zoo_root()->Path:
     return Path(__file__).parent/'zoo_data'
 
 # %% ../nbs/00j_target.ipynb #c0b96e37
+def _decoder(model):
+    "The module that holds the embedding, the decoder layers and the final norm, followed through wrappers."
+    inner = model
+    for _ in range(5):   # a causal LM, a vision-language wrapper, its language model, a causal LM inside it, its decoder
+        if hasattr(inner, 'layers') and hasattr(inner, 'embed_tokens'): return inner
+        step = inner.get_decoder() if hasattr(inner, 'get_decoder') else None
+        if step is None or step is inner: step = getattr(inner, 'model', None) or getattr(inner, 'language_model', None)
+        if step is None or step is inner: break
+        inner = step
+    raise ValueError(f"{type(model).__name__}: no decoder stack (a module with embed_tokens and layers) inside it")
+
 def target_parts(model)->dict:
     "The target's forward pieces by name: embedding, decoder layers, final norm, lm_head."
-    inner = model.get_decoder() if hasattr(model, 'get_decoder') else model.model
-    if not hasattr(inner, 'layers'): inner = model.model   # Llama 4's causal LM: `get_decoder` answers itself, its decoder is `model`
+    inner = _decoder(model)
     return dict(embed=inner.embed_tokens, layers=inner.layers, norm=inner.norm, lm_head=model.get_output_embeddings())
+
+# %% ../nbs/00j_target.ipynb #377bf53b
+def text_config(config):
+    "The language model's config: a composite config's text config, else the config itself (a transformers config or a config.json dict)."
+    if isinstance(config, dict): return config['text_config'] if isinstance(config.get('text_config'), dict) and config['text_config'] else config
+    return config.get_text_config()
+
+# %% ../nbs/00j_target.ipynb #c15607f7
+def model_class(model_type:str): # a config.json's `model_type`
+    "The transformers auto class that builds a target of `model_type` with its head: the causal LM, else the image-text-to-text wrapper."
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as causal, MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES as vl
+    return AutoModelForImageTextToText if model_type not in causal and model_type in vl else AutoModelForCausalLM

@@ -9,9 +9,10 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['TINY_MOE', 'scratch', 'tiny_target_config', 'save_tiny_target', 'reorder_tol', 'assert_close_reordered',
-           'tiny_draft_config', 'speculators_example_config', 'modelopt_eagle_config', 'random_draft', 'tiny_pair',
-           'random_prompts', 'planted', 'aux_ids', 'error_codes']
+__all__ = ['TINY_MOE', 'TINY_VL', 'CHAT_TEMPLATE', 'scratch', 'tiny_target_config', 'tiny_vl_config', 'save_tiny_target',
+           'reorder_tol', 'assert_close_reordered', 'tiny_draft_config', 'speculators_example_config',
+           'modelopt_eagle_config', 'random_draft', 'tiny_pair', 'random_prompts', 'chat_target', 'planted', 'aux_ids',
+           'error_codes']
 
 # %% ../nbs/01g_testing.ipynb #a626de58
 _SCRATCH = []
@@ -27,7 +28,7 @@ def scratch()->Path:
 # run in milliseconds. Windows and attention chunks are short (8) so that a prompt and its continuation outgrow them.
 TINY_MOE = ('deepseek_v3', 'qwen3_moe', 'gpt_oss', 'glm4_moe', 'llama4')
 
-def tiny_target_config(arch:str, # a key below: llama, llama3, qwen2, qwen3, qwen3_moe, gpt_oss, mistral(_window), gemma2/3, glm4_moe, deepseek_v3, llama4, qwen3_5
+def tiny_target_config(arch:str, # a key below: llama, llama3, qwen2, qwen3, qwen3_moe, gpt_oss, mistral(_window), gemma2/3, glm4_moe, deepseek_v3, llama4, qwen3_5; or one of TINY_VL
                        vocab:int=96, **overrides):
     "A few-layer random-init config of each architecture the loader must support (`overrides`: config fields)."
     import transformers as T
@@ -56,19 +57,41 @@ def tiny_target_config(arch:str, # a key below: llama, llama3, qwen2, qwen3, qwe
                                                interleave_moe_layer_step=1, attention_chunk_size=8, **common),
           'qwen3_5': lambda: T.Qwen3_5TextConfig(head_dim=8, linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
                                                  linear_num_value_heads=4, layer_types=['linear_attention', 'full_attention'] * 3, **common)}
-    if arch not in kw: raise ValueError(arch)
+    if arch not in kw: return tiny_vl_config(arch, vocab, **overrides)   # a vision-language wrapper, or a ValueError
     cfg = kw[arch]()
     for k, v in overrides.items(): setattr(cfg, k, v)
+    return cfg
+
+
+# %% ../nbs/01g_testing.ipynb #30a8b96b
+TINY_VL = ('qwen2_5_vl', 'gemma3_vl', 'mistral3', 'llama4_vl')   # vision-language wrappers around a tiny language model
+
+def tiny_vl_config(arch:str, # one of TINY_VL
+                   vocab:int=96, **overrides):
+    "A vision-language wrapper's composite config around a tiny language model (`overrides`: fields of the composite config)."
+    import transformers as T
+    text = lambda a: {k: v for k, v in tiny_target_config(a, vocab).to_dict().items() if k not in ('architectures', 'dtype')}
+    vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14)
+    kw = {'qwen2_5_vl': lambda: T.Qwen2_5_VLConfig(
+              text_config={**text('qwen2'), 'model_type': 'qwen2_5_vl_text', 'rope_parameters': dict(rope_type='default', rope_theta=10000.0, mrope_section=[1, 1, 2])},
+              vision_config=dict(depth=1, hidden_size=16, num_heads=2, intermediate_size=32, out_hidden_size=32)),
+          'gemma3_vl': lambda: T.Gemma3Config(text_config=text('gemma3'), vision_config=vision, mm_tokens_per_image=4),
+          'mistral3': lambda: T.Mistral3Config(text_config=text('mistral'), vision_config={**vision, 'head_dim': 8}),
+          'llama4_vl': lambda: T.Llama4Config(text_config=text('llama4'), vision_config={**vision, 'vision_output_dim': 32,
+                                              'projector_input_dim': 32, 'projector_output_dim': 32})}
+    if arch not in kw: raise ValueError(arch)
+    cfg = kw[arch]()
+    for k, v in {'tie_word_embeddings': False, **overrides}.items(): setattr(cfg, k, v)
     return cfg
 
 def save_tiny_target(path, # the folder to write
                      arch:str='llama', vocab:int=96, seed:int=0, **overrides)->Path:
     "Build, save and return the path of a random-init target (`overrides`: config fields, e.g. tie_word_embeddings=True)."
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
     torch.manual_seed(seed)
-    kw = {'experts_implementation': 'eager'} if arch in TINY_MOE else {}
-    m = AutoModelForCausalLM.from_config(tiny_target_config(arch, vocab, **overrides), attn_implementation='eager', **kw)
-    m.save_pretrained(path)
+    kw = {'experts_implementation': 'eager'} if arch in TINY_MOE + ('llama4_vl',) else {}
+    cls = AutoModelForImageTextToText if arch in TINY_VL else AutoModelForCausalLM   # a wrapper is saved whole, as released
+    cls.from_config(tiny_target_config(arch, vocab, **overrides), attn_implementation='eager', **kw).save_pretrained(path)
     return Path(path)
 
 # %% ../nbs/01g_testing.ipynb #a3e8d1f7
@@ -140,6 +163,24 @@ def random_prompts(n:int, vocab:int=96, length:int=10, seed:int=0)->list:
     "`n` random token-id prompts."
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, vocab, (length,), generator=g).tolist() for _ in range(n)]
+
+# %% ../nbs/01g_testing.ipynb #e2dda1f1
+CHAT_TEMPLATE = ("{% for m in messages %}<|endoftext|>{{ m['role'] }}\n{{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|endoftext|>assistant\n{% endif %}")   # the zoo tokenizer's one special token opens each turn
+
+def chat_target(path, # the folder to write
+                source='zoo:tiny-llama', # the target copied
+                template:str=CHAT_TEMPLATE)->Path:
+    "A copy of a zoo target whose tokenizer has `template` as its chat template, saved as transformers saves one."
+    import shutil
+    from transformers import AutoTokenizer
+    from eagle3_workbench.loading import resolve_path
+    src, path = resolve_path(source), Path(path)
+    shutil.copytree(src, path, ignore=shutil.ignore_patterns('tokenizer*', 'training_dump'))
+    tok = AutoTokenizer.from_pretrained(src)
+    tok.chat_template = template
+    tok.save_pretrained(path)
+    return path
 
 # %% ../nbs/01g_testing.ipynb #e9e29475
 def planted(edit_config=None, # a function that edits the config dict in place

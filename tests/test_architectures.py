@@ -2,7 +2,9 @@
 transformers' own config classes (eagle3_workbench.testing.tiny_target_config), each checked against transformers itself: resid[k] as
 its hidden states, speculative output as its greedy `generate` (chain and tree, also through the stepper), the
 recording's answers (run, diagnose) as the live target's, and a tied head recorded once (by `record` and by the CLI).
-Qwen3.5's linear-attention layers are refused live, with the reason, and run from their recording.
+Qwen3.5's linear-attention layers are refused live, with the reason, and run from their recording. Vision-language
+wrappers (Qwen2.5-VL, Gemma 3 and Mistral 3 as `*ForConditionalGeneration`, Llama 4's composite file) run their text
+path through the same checks, their shape read from the composite config's text config.
 
 A random draft gets almost nothing accepted, and a verify that is never asked about a proposal beyond the first cannot
 be caught mis-masking it. So the draft here is steered: its own logits plus a bonus on the token the target decodes
@@ -20,8 +22,9 @@ from eagle3_workbench.engine import Session
 from eagle3_workbench import targets
 from eagle3_workbench.recording import record, recorded_pair, open_recording
 
+VL = ['qwen2_5_vl', 'gemma3_vl', 'mistral3', 'llama4_vl']   # vision-language wrappers (composite configs): their text path
 ARCHS = ['llama', 'llama3', 'qwen2', 'qwen3', 'qwen3_moe', 'gpt_oss', 'mistral', 'mistral_window', 'gemma2', 'gemma3',
-         'glm4_moe', 'deepseek_v3', 'llama4']
+         'glm4_moe', 'deepseek_v3', 'llama4'] + VL
 WINDOWED = ['gpt_oss', 'mistral_window', 'gemma2', 'gemma3']   # a sliding window of 8 positions on some or all layers
 LINEAR = ['qwen3_5']   # linear-attention layers (Qwen3.5's gated delta rule): recorded, and run from the recording only
 V, N, LAYERS = 96, 20, 6   # vocabulary, new tokens per prompt, decoder layers
@@ -239,3 +242,20 @@ def test_cli_records_a_tied_target(tmp_path, capsys):
     assert code == EXIT_OK, capsys.readouterr().err
     rec = open_recording(tmp_path/'rec')
     assert rec.manifest['borrowed']['same'] == {'lm_head': 'embed_tokens'} and len(rec.sequences) == 2
+
+@pytest.mark.parametrize('arch', VL)
+def test_vl_wrapper_reads_its_language_model(pairs, arch, tmp_path, capsys):
+    "A composite config's shape is its text config's: layers, positions and vocabulary as the language model has them, the file's model type kept, `wiring --target` answering from it."
+    import json
+    from eagle3_workbench.cli import main, EXIT_OK
+    pair = pairs(arch)
+    text = pair.target.config.get_text_config()
+    assert not hasattr(pair.target.config, 'num_hidden_layers') or arch == 'llama4_vl'   # Llama 4's file builds its text model
+    assert (pair.n_layers, pair.model_type) == (text.num_hidden_layers, {'gemma3_vl': 'gemma3', 'llama4_vl': 'llama4'}.get(arch, arch))
+    assert Session(pair).max_positions == text.max_position_embeddings
+    folder = save_tiny_target(tmp_path/'t', arch, vocab=V)
+    saved = json.loads((folder/'config.json').read_text())
+    assert 'num_hidden_layers' not in saved and saved['text_config']['num_hidden_layers'] == LAYERS
+    assert main(['wiring', str(pair.draft_path), '--target', str(folder), '--json']) == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert (out['n_layers'], out['target_model_type']) == (LAYERS, saved['model_type']), out
