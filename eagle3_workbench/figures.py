@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from .points import resid_k, point_key, phase_key, phase_pair, draft_stages, any_matcher
 from .records import Record, load_tensor, tensor_stats
-from .plotstyle import COLORS, check_backend, mpl_figure, finite, finite_list, fmt_stat
+from .plotstyle import COLORS, PLOTLY_CONFIG, check_backend, mpl_figure, finite, finite_list, fmt_stat, no_cloud_plotly
+no_cloud_plotly();   # every figure shown from here on: no upload button, no link out (the plot style chapter)
 
 # %% auto #0
 __all__ = ['setup_offline_plotly', 'pipeline_figure', 'expected_presence', 'presence_table', 'presence_figure',
@@ -54,6 +55,7 @@ def setup_offline_plotly()->str|None: # the renderer set, or None outside IPytho
     import plotly.io as pio
     # 'plotly_mimetype' for JupyterLab; 'notebook' embeds plotly.js once per document, so exported HTML works offline
     pio.renderers.default = 'plotly_mimetype+notebook'
+    no_cloud_plotly()
     return pio.renderers.default
 
 # %% ../nbs/05_figures.ipynb #b8156ae7
@@ -481,7 +483,7 @@ def to_html(fig, # a plotly or matplotlib Figure
            )->str: # self-contained HTML
     "A figure as an HTML string: plotly as a div (plotly.js inlined by default), matplotlib as an embedded PNG."
     from plotly.basedatatypes import BaseFigure
-    if isinstance(fig, BaseFigure): return fig.to_html(include_plotlyjs=bool(include_plotlyjs), full_html=full_html)
+    if isinstance(fig, BaseFigure): return fig.to_html(include_plotlyjs=bool(include_plotlyjs), full_html=full_html, config=PLOTLY_CONFIG)
     if hasattr(fig, 'savefig'):
         buf = io.BytesIO()
         fig.savefig(buf, format='png', dpi=dpi, bbox_inches='tight')
