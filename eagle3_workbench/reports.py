@@ -205,7 +205,8 @@ def engine_verdicts_html(rows:list)->str:
     "The per-release verdicts as a small table for the report's first screen."
     import html
     color = {'OK': '#1a7f37', 'MISWIRED': '#cf222e'}
-    trs = ''.join(f"<tr><td>{html.escape(r['engine'])}</td><td>resid{r['fed']}</td>"
-                  f"<td style='color:{color.get(r['verdict'], '#9a6700')};font-weight:600'>{r['verdict']}</td></tr>" for r in rows)
+    td = "<td style='text-align:left'>"
+    trs = ''.join(f"<tr>{td}{html.escape(r['engine'])}</td>{td}resid{r['fed']}</td>"
+                  f"<td style='text-align:left;color:{color.get(r['verdict'], '#9a6700')};font-weight:600'>{r['verdict']}</td></tr>" for r in rows)
     return ("<table class='e3-engine-verdicts' style='font-size:13px'><tr><th style='text-align:left'>engine release</th>"
             f"<th style='text-align:left'>feeds</th><th style='text-align:left'>verdict</th></tr>{trs}</table>")
