@@ -404,6 +404,13 @@ def _seeds(configured, n:int, readings, trained)->dict:
     s['engines default'] = default_resid_layers(n) if n >= 4 else None
     return {k: tuple(w) for k, w in s.items() if w}
 
+def _in_kernel()->bool:
+    "Whether this runs in a Jupyter kernel (a notebook, where a bar shows the 26 s of a large doctor's run), not a script or the CLI."
+    try: from IPython import get_ipython
+    except ImportError: return False
+    ip = get_ipython()
+    return ip is not None and 'IPKernelApp' in ip.config
+
 def diagnose(pair, # a loaded `Pair`
              prompts:list|None=None, # held-out texts or token ids; default: the zoo's (a recorded pair: the prompts it recorded)
              training_dump=None, # a SpecForge or speculators dump folder, the strongest evidence
@@ -414,7 +421,7 @@ def diagnose(pair, # a loaded `Pair`
              algorithm:str='EAGLE3', # the --speculative-algorithm the draft is served with
              accept:bool=True, # also measure chain accept length before / after the recommendation, paired
              accept_prompts:int=8, accept_tokens:int=24,
-             progress:bool=False, # a progress bar over the doctor's stages on stderr
+             progress:bool|None=None, # a progress bar over the doctor's stages; None: on in a Jupyter kernel (a notebook), off elsewhere
             )->Diagnosis:
     "Diagnose a target/draft pair: verdict, findings with evidence, and the corrected configuration per engine."
     from tqdm.auto import tqdm
@@ -436,7 +443,7 @@ def diagnose(pair, # a loaded `Pair`
     if recorded and ev.configured and (lost := sorted({k for k in ev.configured if k is not None and k <= n} - set(rec.layers))):
         raise ValueError(f"the recording holds resid{list(rec.layers)}, not resid{lost} that the configured wiring resid{list(ev.configured)} "
                          "feeds: record every layer (record without --layers)")
-    bar = tqdm(total=1 + (training_dump is not None) + bool(accept), desc='doctor', disable=not progress, leave=False)
+    bar = tqdm(total=1 + (training_dump is not None) + bool(accept), desc='doctor', disable=not (_in_kernel() if progress is None else progress), leave=False)
     stage = lambda what: (bar.set_postfix_str(what, refresh=False), bar.update())   # a step done, the next named
     if not ev.fatal:
         if training_dump is not None:

@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from .points import resid_k, point_key, phase_key, phase_pair, draft_stages, any_matcher
 from .records import Record, load_tensor, tensor_stats
-from .plotstyle import COLORS, check_backend, mpl_figure, finite, finite_list, fmt_stat
+from .plotstyle import COLORS, PLOTLY_CONFIG, check_backend, mpl_figure, finite, finite_list, fmt_stat, no_cloud_plotly
+no_cloud_plotly();   # every figure shown from here on: no upload button, no link out (the plot style chapter)
 
 # %% auto #0
 __all__ = ['setup_offline_plotly', 'pipeline_figure', 'expected_presence', 'presence_table', 'presence_figure',
@@ -54,6 +55,7 @@ def setup_offline_plotly()->str|None: # the renderer set, or None outside IPytho
     import plotly.io as pio
     # 'plotly_mimetype' for JupyterLab; 'notebook' embeds plotly.js once per document, so exported HTML works offline
     pio.renderers.default = 'plotly_mimetype+notebook'
+    no_cloud_plotly()
     return pio.renderers.default
 
 # %% ../nbs/05_figures.ipynb #b8156ae7
@@ -134,9 +136,16 @@ def _pipeline_title(d):
 def _log_ok(d): return all(x > 0 for s in d['stages'] for x in s['norms'] if x is not None and math.isfinite(x))
 
 # %% ../nbs/05_figures.ipynb #b0eb2633
+_PLOT_PX, _ROW_PX, _LINE_PX, _WRAP = 420, 24, 18, 30   # the norm plot; a table row, each wrapped line more; the note column wraps near 30 characters
+def _table_px(cols, rows)->int:
+    "Pixels the pipeline table needs: its header and every row with its wrapped lines, so no row is clipped at the figure's foot."
+    lines = [max(1, *(math.ceil(len(str(v)) / (_WRAP if c == 'note' else 2 * _WRAP)) for c, v in zip(cols, r))) for r in rows]
+    return 50 + sum(_ROW_PX + _LINE_PX * (n - 1) for n in lines)
+
 def _pipeline_plotly(d):
     cols, rows, bad = _pipeline_table(d)
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.6, 0.4], vertical_spacing=0.06,
+    tpx = _table_px(cols, rows)
+    fig = make_subplots(rows=2, cols=1, row_heights=[_PLOT_PX, tpx], vertical_spacing=60 / (_PLOT_PX + 60 + tpx),
                         specs=[[{'type': 'xy'}], [{'type': 'table'}]])
     allx = [x for s in d['stages'] for x in s['positions']] or [0]
     for s in d['stages']:
@@ -151,10 +160,11 @@ def _pipeline_plotly(d):
                                      hovertemplate=f"{s['stage']} in training: mean norm %{{y:.4g}}<extra></extra>"), 1, 1)
     fill = [['#f8d0d0' if b else 'white' for b in bad]] * len(cols)
     fig.add_trace(go.Table(header=dict(values=cols, fill_color='#eeeeee', align='left'),
-                           cells=dict(values=[list(c) for c in zip(*rows)], fill_color=fill, align='left')), 2, 1)
+                           cells=dict(values=[list(c) for c in zip(*rows)], fill_color=fill, align='left', height=_ROW_PX),
+                           columnwidth=[2.4 if c == 'note' else 1.8 if c == 'stage' else 1 for c in cols]), 2, 1)
     fig.update_yaxes(type='log' if _log_ok(d) else 'linear', title_text='per-token L2 norm', row=1, col=1)
     fig.update_xaxes(title_text='token position', row=1, col=1)
-    fig.update_layout(title=_pipeline_title(d), height=560 + 24 * len(rows), legend=dict(font=dict(size=10)))
+    fig.update_layout(title=_pipeline_title(d), height=80 + _PLOT_PX + 60 + tpx + 30, margin=dict(t=80, b=30), legend=dict(font=dict(size=10)))
     return fig
 
 # %% ../nbs/05_figures.ipynb #d21b7fef
@@ -481,7 +491,7 @@ def to_html(fig, # a plotly or matplotlib Figure
            )->str: # self-contained HTML
     "A figure as an HTML string: plotly as a div (plotly.js inlined by default), matplotlib as an embedded PNG."
     from plotly.basedatatypes import BaseFigure
-    if isinstance(fig, BaseFigure): return fig.to_html(include_plotlyjs=bool(include_plotlyjs), full_html=full_html)
+    if isinstance(fig, BaseFigure): return fig.to_html(include_plotlyjs=bool(include_plotlyjs), full_html=full_html, config=PLOTLY_CONFIG)
     if hasattr(fig, 'savefig'):
         buf = io.BytesIO()
         fig.savefig(buf, format='png', dpi=dpi, bbox_inches='tight')

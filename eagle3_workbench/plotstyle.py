@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 # %% auto #0
-__all__ = ['COLORS', 'BACKENDS', 'check_backend', 'mpl_figure', 'finite', 'finite_list', 'fmt_stat']
+__all__ = ['COLORS', 'BACKENDS', 'PLOTLY_CONFIG', 'check_backend', 'mpl_figure', 'finite', 'finite_list', 'fmt_stat',
+           'no_cloud_plotly']
 
 # %% ../nbs/00g_plotstyle.ipynb #d84390a1
 COLORS = dict(prompt='#9e9e9e', accepted='#2ca02c', rejected='#d62728', bonus='#1f77b4', pending='#b7791f',
@@ -42,3 +43,14 @@ def fmt_stat(x)->str:
     if x is None: return '–'
     if isinstance(x, int): return str(x)
     return f"{x:.4g}"
+
+# %% ../nbs/00g_plotstyle.ipynb #665e4a28
+PLOTLY_CONFIG = dict(showSendToCloud=False, displaylogo=False, plotlyServerURL='')   # no upload button, no link to plotly.com
+
+def no_cloud_plotly()->dict: # the config the renderers now carry
+    "Give every plotly renderer that takes a config `PLOTLY_CONFIG`: no figure shown offers an upload or links out."
+    import plotly.io as pio
+    for name in pio.renderers:
+        r = pio.renderers[name]
+        if isinstance(getattr(r, 'config', None), dict): r.config.update(PLOTLY_CONFIG)
+    return PLOTLY_CONFIG

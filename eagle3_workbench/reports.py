@@ -9,7 +9,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['NEEDS', 'KERNEL', 'ReportError', 'templates', 'template_parameters', 'check_report_input', 'export_html',
-           'cell_descriptions', 'run_report']
+           'cell_descriptions', 'run_report', 'engine_verdicts', 'engine_verdicts_html']
 
 # %% ../nbs/07_reports.ipynb #d713e44d
 class ReportError(RuntimeError):
@@ -188,3 +188,25 @@ def run_report(out='report.html', # the HTML file to write; the executed .ipynb 
     export_html(ipynb, out, show_code)
     if progress: print(f"report: {out} ({time.time() - t0:.0f} s); executed notebook: {ipynb}", file=sys.stderr)
     return out
+
+# %% ../nbs/07_reports.ipynb #217ed817
+def engine_verdicts(draft_config:dict, # the draft's config.json, as a dict
+                    n_layers:int, model_type:str|None, # the target's depth and model_type
+                    diagnosis, # the doctor's `Diagnosis`: its verdict and recommended resid layers
+                   )->list: # dicts: engine, fed (resid indices), verdict ('OK', 'MISWIRED', or the doctor's)
+    "The verdict per engine release: OK where its reading feeds the recommended resid layers, MISWIRED where not."
+    from eagle3_workbench.wiring import engine_readings
+    want = (diagnosis.recommended or {}).get('resid_layers')
+    known = diagnosis.verdict in ('ok', 'miswired') and want is not None
+    return [dict(engine=r.engine, fed=list(r.fed), verdict=('OK' if tuple(r.fed) == tuple(want) else 'MISWIRED') if known else diagnosis.verdict.upper())
+            for r in engine_readings(draft_config, n_layers, model_type)]
+
+def engine_verdicts_html(rows:list)->str:
+    "The per-release verdicts as a small table for the report's first screen."
+    import html
+    color = {'OK': '#1a7f37', 'MISWIRED': '#cf222e'}
+    td = "<td style='text-align:left'>"
+    trs = ''.join(f"<tr>{td}{html.escape(r['engine'])}</td>{td}resid{r['fed']}</td>"
+                  f"<td style='text-align:left;color:{color.get(r['verdict'], '#9a6700')};font-weight:600'>{r['verdict']}</td></tr>" for r in rows)
+    return ("<table class='e3-engine-verdicts' style='font-size:13px'><tr><th style='text-align:left'>engine release</th>"
+            f"<th style='text-align:left'>feeds</th><th style='text-align:left'>verdict</th></tr>{trs}</table>")

@@ -9,7 +9,8 @@ from collections import Counter
 import torch
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
-from .plotstyle import COLORS, check_backend, mpl_figure, finite_list, fmt_stat
+from .plotstyle import COLORS, check_backend, mpl_figure, finite_list, fmt_stat, no_cloud_plotly
+no_cloud_plotly();   # every figure shown from here on: no upload button, no link out (the plot style chapter)
 
 # %% auto #0
 __all__ = ['SWEEP_METRICS', 'acceptance_figure', 'token_strip', 'token_strip_html', 'similarity_figure', 'sweep_figure']

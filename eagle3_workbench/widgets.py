@@ -8,14 +8,15 @@ import html, json
 import ipywidgets as W
 from IPython.display import display
 from .capture import Capture, layer_mlp_points, fc_input_sources
-from .points import phase_pair, phase_key, point_key
+from .points import phase_pair, phase_key, point_key, resid_k
 from .engine import Session, ExtendResult, VerifyResult
 from .recording import Recording
 from .scores import recorded_prompts
-from .conventions import parse_wiring, format_wiring
+from .conventions import parse_wiring, format_wiring, default_resid_layers
 from .engines import Engine, ENGINE_NAMES, RESID
 from .wiring import wiring_from_ids, engine_reading
 from . import figures as fg, result_figures as rf
+from .plotstyle import PLOTLY_CONFIG
 
 # %% auto #0
 __all__ = ['WiringInput', 'timeline', 'stage_line', 'arrived', 'PhaseView', 'RecordedPrompts', 'Stepper', 'stepper']
@@ -104,17 +105,26 @@ def stage_line(entry, # a history entry (its `captures`)
             f"absmax={st['absmax']:.4g} nan={st['nan']} inf={st['inf']} first5={[round(x, 4) for x in st['first5']]}")
 
 def arrived(entry, phase:str, pair)->list: # lines of text, one per chunk; [] when the phase has no fc input
-    "Which target tensor arrived in each chunk of the draft's fc input in this phase, against what the draft config wires."
+    "Which target tensor arrived in each chunk of the draft's fc input in this phase, against what the config reads."
     tph, dph = phase_pair(phase)
     fc = next((r for r in entry.captures if r.point == 'draft.fc.in' and r.phase == dph), None)
     if fc is None: return []
     if fc.tensor is None: return ["which tensor arrived in each chunk: tick 'full capture' and run this phase again (statistics cannot tell)"]
-    w, k = pair.wiring, pair.draft.config.num_aux
+    w, k, fed = pair.wiring, pair.draft.config.num_aux, getattr(entry, 'wiring', None)
     cands = [r for r in entry.captures if r.phase == tph and r.point != 'target.logits' and r.point.startswith(('target.', 'module:target:'))]
-    return ([f"which tensor arrived (wired: what {w.engine} reads from the draft config, resid{list(w.resid_layers)}):"] +
-            [str(s) for s in fc_input_sources(fc, cands, k, w.resid_layers if len(w.resid_layers) == k else None, pair.n_layers)])
+    head = f"which tensor arrived in each chunk (your wiring fed resid{list(fed) if fed is not None else '?'}; the config reads resid{list(w.resid_layers)} as {w.engine} reads it):"
+    return [head] + [_chunk_said(s) for s in fc_input_sources(fc, cands, k, w.resid_layers if len(w.resid_layers) == k else None, pair.n_layers)]
+
+def _chunk_said(s)->str:
+    "A chunk's match against what the config reads ('config reads'), never the word 'wired' (your wiring is the header's)."
+    if s.wired is None: return str(s)
+    said = str(s._replace(wired=None))
+    return said + (', as the config reads' if s.matched and s.point and resid_k(s.point) == s.wired else f"; the config reads resid[{s.wired}]")
 
 # %% ../nbs/06_widgets.ipynb #6531512c
+_FRESH = ("nothing run yet: press Extend to run the prompt through the target (its stages {src}) and the draft's extend;\n"
+          "then Draft, Verify (or Step for both) and pick a phase, cycle and stage above to see what each stage received.\n")
+
 class PhaseView:
     "The session's timeline drawn: token strip, phase / cycle / stage selectors, the pipeline figure, the selected stage's line."
     def __init__(self, session, tokenizer=None):
@@ -123,7 +133,7 @@ class PhaseView:
         self.phase, self.cycle, self.stage = (W.Dropdown(options=[], description=d, **_WIDE) for d in ('phase', 'cycle', 'stage'))
         for w in (self.phase, self.cycle): w.observe(lambda _: self.redraw(), 'value')
         self.stage.observe(lambda _: self.show_stage(), 'value')
-        self.box = W.VBox([self.strip, W.HBox([self.phase, self.cycle, self.stage]), self.figure, self.detail])
+        self.box = W.VBox([self.strip, W.HBox([self.phase, self.cycle, self.stage]), self.detail, self.figure])   # the answer next to its selectors
 
     def entry(self): return timeline(self.session).get((self.phase.value, self.cycle.value))
 
@@ -134,7 +144,7 @@ class PhaseView:
         phases = sorted({p for p, _ in tl}, key=phase_key)
         self.phase.options = phases
         self.phase.value = want[0] if want[0] in phases else (phases[0] if phases else None)
-        cycles = [(f"{c}" + (f" (wiring changed: resid{list(h.wiring)})" if _changed(self.session, h) else ''), c)
+        cycles = [(f"{c}" + (f" (your wiring changed: resid{list(h.wiring)})" if _changed(self.session, h) else ''), c)
                   for (p, c), h in tl.items() if p == self.phase.value]
         self.cycle.options = cycles
         self.cycle.value = want[1] if want[1] in [c for _, c in cycles] else (cycles[-1][1] if cycles else None)
@@ -161,12 +171,13 @@ class PhaseView:
         try:
             self.fig = fg.pipeline_figure(e.captures, phase=phase, cycle=e.cycle, wiring=w)
             if w is not None:
-                self.fig.update_layout(title=f"{self.fig.layout.title.text}<br><sub>fed resid{list(w)}" + (' (wiring changed here)' if _changed(self.session, e) else '') + '</sub>')
+                self.fig.update_layout(title=f"{self.fig.layout.title.text}<br><sub>your wiring fed resid{list(w)}" + (' (wiring changed here)' if _changed(self.session, e) else '') + '</sub>')
         except (ValueError, AttributeError): self.fig = None   # nothing captured for this phase (or no phase yet)
         # the plotly mime bundle set directly: display machinery would send the figure to the cell's output instead
-        self.figure.outputs = ({'output_type': 'display_data', 'metadata': {}, 'data': {'application/vnd.plotly.v1+json': json.loads(self.fig.to_json()),
+        self.figure.outputs = ({'output_type': 'display_data', 'metadata': {}, 'data': {'application/vnd.plotly.v1+json': {**json.loads(self.fig.to_json()), 'config': PLOTLY_CONFIG},
                                 'text/plain': f'<pipeline figure: {phase}, cycle {e.cycle}>'}},) if self.fig is not None else \
-                              ({'output_type': 'stream', 'name': 'stdout', 'text': f"nothing captured in phase {phase!r} yet\n"},)
+                              ({'output_type': 'stream', 'name': 'stdout', 'text': (f"nothing captured in phase {phase!r}\n" if phase else
+                                _FRESH.format(src='served from the recording' if isinstance(self.session.pair.target, Recording) else 'run live'))},)
 
     def show_stage(self):
         "The selected stage's line, and for the fc input which tensor arrived in each chunk."
@@ -191,6 +202,10 @@ class RecordedPrompts:
     def text(self)->str: return self._texts[self.box.value]  # ... as the prompt box shows it
 
 # %% ../nbs/06_widgets.ipynb #5aed48a2
+_CANNOT_RUN = ("the draft config's wiring cannot run on this target: {why}. The stepper feeds resid{w} instead (the default "
+               "for a {n}-layer target): type the wiring the draft was trained on in the wiring box and press Apply settings, or ask the "
+               "doctor which one it is (doctor.diagnose(pair), or `eagle3-workbench doctor`), and correct the config with its edit.")
+
 class Stepper:
     "Buttons over one `Session`: Extend, Draft, Verify, Step, Run N, Reset, settings, the wiring box and full capture; a `PhaseView` of its history."
     def __init__(self, pair=None, # a loaded `Pair`; default: the zoo pair
@@ -204,11 +219,17 @@ class Stepper:
         recorded = isinstance(pair.target, Recording)   # its stages come from the recording: resid[k] and the logits it holds
         live = [] if recorded else ['target.norm', *layer_mlp_points(pair.target)]
         pts = list(points or ['target.resid[*]', *live, 'target.logits', 'draft.*'])
-        self.session = Session(pair, wiring=wiring, capture=Capture(pair.target, pair.draft, points=pts, mode='stats'), **settings)
+        cap, self.cannot_run = Capture(pair.target, pair.draft, points=pts, mode='stats'), None
+        try: self.session = Session(pair, wiring=wiring, capture=cap, **settings)
+        except ValueError as e:   # the config's wiring cannot run on this target: open on one that does, and say why
+            if wiring is not None: raise
+            self.cannot_run, wiring = str(e), default_resid_layers(pair.n_layers)
+            self.session = Session(pair, wiring=wiring, capture=cap, **settings)
         s = self.session.settings
         self.picker = RecordedPrompts(pair) if recorded else None
         first = self.picker.text() if recorded else read_prompts(n=1)[0]
-        self.prompt = W.Textarea(value=prompt if prompt is not None else first, layout=W.Layout(width='100%', height='80px'))
+        self.prompt = W.Textarea(value=prompt if prompt is not None else first, description='prompt', placeholder='the prompt to extend'
+                                 + ('' if pair.tokenizer is not None else ' (token ids, e.g. 5 17 23)'), layout=W.Layout(width='100%', height='80px'), **_WIDE)
         if recorded: self.picker.box.observe(lambda _: setattr(self.prompt, 'value', self.picker.text()), 'value')
         self.buttons = {n: W.Button(description=n) for n in ('Extend', 'Draft', 'Verify', 'Step', 'Run N', 'Reset')}
         self.run_n = W.BoundedIntText(value=16, min=1, max=4096, description='N tokens', layout=W.Layout(width='150px'), **_WIDE)
@@ -227,6 +248,7 @@ class Stepper:
                           W.HBox([self.steps, self.topk, self.temperature, self.apply]),
                           self.wiring.box, self.full, self.status, self.view.box])
         self.view.redraw()
+        if self.cannot_run: self._say(_CANNOT_RUN.format(why=self.cannot_run, w=list(wiring), n=pair.n_layers), False)
 
     @property
     def capture(self)->Capture: return self.session.capture   # the session's capture: the stepper holds no records of its own
@@ -237,9 +259,9 @@ class Stepper:
         self.capture.mode = 'full' if on else 'stats'
         self._say(f"full capture {'on: the next actions keep every tensor' if on else 'off: statistics only'}", True)
 
-    def _say(self, msg:str, ok:bool):
+    def _say(self, msg:str, ok:bool, busy:bool=False):
         self.status_text = msg
-        self.status.value = f"<span style='color:{'#1a7f37' if ok else '#cf222e'}'>{html.escape(msg)}</span>"
+        self.status.value = f"<span class='{'e3-busy' if busy else ''}' style='color:{'#6e7781' if busy else '#1a7f37' if ok else '#cf222e'}'>{html.escape(msg)}</span>"
 
     def tokens_text(self, ids)->str:
         "Tokens as a person reads them: each token's text, quoted; ids where the pair has no tokenizer."
@@ -254,11 +276,17 @@ class Stepper:
 
     def act(self, name:str):
         "Run one button's action on the session, then show the phase it produced; errors go to the status line."
+        controls = [*self.buttons.values(), self.apply]
+        for b in controls: b.disabled = True   # busy: no second action while one runs (1-3 s on a large recording)
+        self._say(f"working: {name} ...", True, busy=True)
         try:
-            with self.capture: msg = self._do(name)
-            self._say(msg, True)
-        except Exception as e: self._say(f"error: {type(e).__name__}: {e}", False)
-        self.view.redraw(follow=True)
+            try:
+                with self.capture: msg, ok = self._do(name), True
+            except Exception as e: msg, ok = f"error: {type(e).__name__}: {e}", False
+            self.view.redraw(follow=True)
+            self._say(msg, ok)   # last: a new status line means the view shows the action's phase
+        finally:
+            for b in controls: b.disabled = False
 
     def _do(self, name:str)->str: # the status line
         "One button's action on the session; a fresh prompt drops the records of the sequence before it."

@@ -4,8 +4,11 @@
 
 Each chapter runs as `nbdev_test` runs it (same cells skipped, the notebook's folder as working directory). What is
 kept: printed text, plain-text and markdown results, small HTML tables and small PNG images. What is dropped: plotly
-figures (each embeds megabytes of data; their plain-text line stays), widget state, anything larger than the limits
-below. Sources are untouched: only `outputs` and `execution_count` change, so `nbdev_export` writes the same modules.
+figures (each embeds megabytes of data; their plain-text line stays), widget state (a widget's output keeps one line
+saying it is a widget, never its `VBox(children=(...` repr), progress bars on stderr (transformers' "Loading weights"
+bars are switched off while a chapter runs), anything larger than the limits below. Sources are untouched: only
+`outputs` and `execution_count` change, so `nbdev_export` writes the same modules. The file is written as a JupyterLab
+save writes it (`canonical`, with a kernelspec), so saving a stored chapter from JupyterLab changes nothing.
 """
 from __future__ import annotations
 import json, os, re, subprocess, sys, tempfile
@@ -29,11 +32,24 @@ def _trim(text, limit):
     text = neutral_paths(''.join(text) if isinstance(text, list) else text)
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters not stored]\n"
 
+WIDGET = 'application/vnd.jupyter.widget-view+json'
+WIDGET_SAID = '[an interactive widget: it shows when the notebook runs in Jupyter]'
+PROGRESS = re.compile(r'^[^\n\r]*\d+%\|[^\n\r]*\|[^\n\r]*$')   # a tqdm bar's line: "desc:  40%|####      | 2/5 [...]"
+
+def _no_bars(text:str)->str:
+    "stderr text without its progress-bar lines (tqdm redraws a bar with carriage returns)."
+    return ''.join(l for l in re.split(r'(?<=[\r\n])', text) if not PROGRESS.match(l.rstrip('\r\n')) and l.strip('\r'))
+
 def keep_output(o:dict)->dict|None:
     "The part of one output worth storing, or None."
     kind = o.get('output_type')
-    if kind == 'stream': return dict(output_type='stream', name=o.get('name', 'stdout'), text=_trim(o.get('text', ''), TEXT_LIMIT))
+    if kind == 'stream':
+        text = _trim(o.get('text', ''), TEXT_LIMIT)
+        if o.get('name') == 'stderr' and not (text := _no_bars(text)).strip(): return None
+        return dict(output_type='stream', name=o.get('name', 'stdout'), text=text)
     if kind not in ('execute_result', 'display_data'): return None
+    if WIDGET in o.get('data', {}):   # its repr (VBox(children=(...))) says nothing to a reader
+        return dict(output_type=kind, data={'text/plain': WIDGET_SAID}, metadata={}, **({'execution_count': None} if kind == 'execute_result' else {}))
     data = {}
     for mime in KEEP:
         v = o.get('data', {}).get(mime)
@@ -55,6 +71,8 @@ def run_chapter(fn:Path)->dict:
     from execnb.shell import CaptureShell
     from fastcore.xtras import working_directory
     os.environ['IN_TEST'] = '1'
+    import transformers
+    transformers.utils.logging.disable_progress_bar()   # "Loading weights" bars: stderr noise in a stored output
     nb = NBProcessor(fn, procs=FrontmatterProc, process=True).nb
     def no_eval(cell):
         if cell.cell_type != 'code': return True
@@ -76,8 +94,24 @@ def store(fn:Path)->tuple:
         for k in kept:
             if k['output_type'] == 'execute_result': k['execution_count'] = None
         n_cells += bool(kept); n_chars += len(json.dumps(kept))
-    fn.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
+    write_notebook(fn, raw)
     return n_cells, n_chars
+
+# every chapter names its kernel (no "Select Kernel" dialog on open); as JupyterLab 4 writes it for ipykernel's python3
+KERNELSPEC = {'display_name': 'Python 3 (ipykernel)', 'language': 'python', 'name': 'python3'}
+
+def with_kernelspec(meta:dict)->dict:
+    "The notebook metadata with a kernelspec: its own where it has one, else `KERNELSPEC`."
+    return meta if (meta or {}).get('kernelspec') else {**(meta or {}), 'kernelspec': dict(KERNELSPEC)}
+
+def canonical(nb:dict)->str:
+    "The notebook as a JupyterLab save writes it (nbformat's serialisation: keys sorted, text in lines) and its final newline."
+    import nbformat
+    return nbformat.writes(nbformat.from_dict(nb), version=4) + '\n'
+
+def write_notebook(fn:Path, nb:dict):
+    "Write a chapter as a JupyterLab save would, with a kernelspec: saving it from JupyterLab then changes nothing."
+    Path(fn).write_text(canonical(dict(nb, metadata=with_kernelspec(nb.get('metadata', {})))), encoding='utf-8')
 
 if __name__ == '__main__':
     files = [Path(a).resolve() for a in sys.argv[1:]] or sorted((ROOT/'nbs').glob('[0-9]*.ipynb'))

@@ -117,7 +117,7 @@ def test_tutorial_runs_in_jupyterlab_and_stepper_steps(tmp_path, browser_ok):
             stepper.scroll_into_view_if_needed()
             page.screenshot(path=str(art/'tutorial_stepper_start.png'))
             # the tutorial left it on the extend, stage draft.fc.in, full capture on: which tensor arrived
-            if 'chunk 0 = resid[0] (the embedding), wired resid[2]' not in (detail.inner_text() if detail.count() else ''):
+            if 'chunk 0 = resid[0] (the embedding); the config reads resid[2]' not in (detail.inner_text() if detail.count() else ''):
                 faults.append(f"the fc-input match does not name the embedding: {detail.all_inner_texts()}")
             n0, fig0 = stepper.locator('.e3-tok').count(), sig()
             click('Extend', r'^extend: \d+ prompt tokens')
@@ -142,10 +142,10 @@ def test_tutorial_runs_in_jupyterlab_and_stepper_steps(tmp_path, browser_ok):
             wait('the wiring change marked in the strip and the cycle list', lambda: stepper.locator('.e3-wiring').count() == 1
                  and 'wiring changed' in (chosen('cycle') or ''))
             select('stage').select_option('draft.fc.in')
-            wait('the fc-input match of cycle 1', lambda: 'chunk 0 = resid[2], as wired' in detail.inner_text())
+            wait('the fc-input match of cycle 1', lambda: 'chunk 0 = resid[2], as the config reads' in detail.inner_text())
             select('cycle').select_option('0')                                  # the detail line follows the selection
             wait('the detail line of cycle 0', lambda: re.search(r'draft\.fc\.in \[draft_extend_after_verify, cycle 0\]', detail.inner_text())
-                 and 'chunk 0 = resid[0] (the embedding), wired resid[2]' in detail.inner_text())
+                 and 'chunk 0 = resid[0] (the embedding); the config reads resid[2]' in detail.inner_text())
             fig1 = sig()
             if fig1 is None or fig1 == fig0 or 'verify' not in fig1: faults.append(f"the pipeline figure does not show the selected verify: {str(fig1)[:200]}")
             n1 = stepper.locator('.e3-tok').count()

@@ -94,8 +94,8 @@ def test_fc_input_match_names_the_embedding(zoo):
     st.view.stage.value = 'draft.fc.in'
     lines = st.view.detail_text.splitlines()
     assert lines[0].startswith('draft.fc.in [draft_extend, cycle 0]')
-    assert lines[2:] == ['chunk 0 = resid[0] (the embedding), wired resid[2]', 'chunk 1 = resid[2], wired resid[6]',
-                         'chunk 2 = resid[6], wired resid[9]'], lines
+    assert lines[2:] == ['chunk 0 = resid[0] (the embedding); the config reads resid[2]', 'chunk 1 = resid[2]; the config reads resid[6]',
+                         'chunk 2 = resid[6]; the config reads resid[9]'], lines
     # the neighbours: a chunk fed a layer's output without its residual, or the final norm's output, is named as such
     from eagle3_workbench.capture import fc_input_sources
     e = st.session.history[0]
@@ -116,8 +116,8 @@ def test_wiring_change_is_marked_where_it_happened(zoo):
     assert [getattr(h, 'wiring', None) for h in st.session.history if hasattr(h, 'path')] == [(2, 6, 9), (0, 2, 6)]
     assert st.view.strip.value.count('class="e3-wiring"') == 1 and '⚑ resid[0, 2, 6]' in st.view.strip.value
     labels = [l for l, _ in st.view.cycle.options]
-    assert labels == ['0', '1 (wiring changed: resid[0, 2, 6])'], labels
-    assert 'fed resid[0, 2, 6] (wiring changed here)' in st.view.fig.layout.title.text
+    assert labels == ['0', '1 (your wiring changed: resid[0, 2, 6])'], labels
+    assert 'your wiring fed resid[0, 2, 6] (wiring changed here)' in st.view.fig.layout.title.text
     stages = lambda: [x for x in st.view.fig.data[-1].cells.values[0] if x.startswith('target.resid')]   # the figure's table
     assert stages() == ['target.resid[0]', 'target.resid[2]', 'target.resid[6]']
     st.view.cycle.value = 0                                                       # the earlier cycle keeps its own wiring
