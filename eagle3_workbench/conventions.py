@@ -7,7 +7,7 @@ __all__ = ['AUX_KEY', 'FIELDS', 'ZERO', 'TRAINER_ROWS', 'TRAINERS', 'default_res
            'read_aux_ids', 'parse_wiring', 'format_wiring', 'TrainerRules', 'Trainer']
 
 # %% ../nbs/00_conventions.ipynb #45fc19d1
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import NamedTuple
 
 # %% ../nbs/00_conventions.ipynb #37bc1f16
@@ -90,9 +90,9 @@ class Trainer(NamedTuple):
     ids_cite: str = ''      # where its layer ids and weight names were read
     defaults: dict = {}     # eagle_config flags with the values its EAGLE-3 recipe trains with (engines read none of them)
 
-_SF, _T31 = TrainerRules('logits', False, False, True, 'specforge'), TrainerRules('3.1', True, True, True, 'transformers', mla=True, nested_norm_before_fc=True)
+_SF, _T31 = TrainerRules('logits', True, False, True, 'specforge', later_norm='hidden_norm'), TrainerRules('3.1', True, True, True, 'transformers', mla=True, nested_norm_before_fc=True)
 TRAINER_ROWS = {
-    'specforge':   Trainer('SpecForge', replace(_SF, layers=True, later_norm='hidden_norm'), f'eagle_config.{AUX_KEY}', 'specforge', 'midlayer.*, fc, norm, lm_head, d2t, t2d',
+    'specforge':   Trainer('SpecForge', _SF, f'eagle_config.{AUX_KEY}', 'specforge', 'midlayer.*, fc, norm, lm_head, d2t, t2d',
                            'specforge/modeling/draft/llama3_eagle.py (0.2.0 = main a6b6b023)',
                            "specforge 0.2.0 algorithms/model_providers.py:193-200 (model.aux_hidden_state_layer_ids, else eagle_config's); export/to_sglang.py:17; llama3_eagle.py:1668 midlayer"),
     'speculators': Trainer('speculators', TrainerRules('3.1', True, True, False, 'transformers', qk_norm_types=('qwen3',), layer_types=('llama', 'qwen3')), AUX_KEY, 'vllm',
