@@ -9,7 +9,7 @@ from .outputs import Observed
 
 # %% auto #0
 __all__ = ['PER_POSITION', 'COMMON', 'READ_DEFINITIONS', 'Definition', 'definition_of', 'with_bonus', 'unconditional',
-           'window_mean', 'reported']
+           'window_mean', 'reported', 'rows_between', 'ReleaseChange', 'release_change']
 
 # %% ../nbs/04f_metrics.ipynb #55a96549
 class Definition(NamedTuple):
@@ -78,3 +78,68 @@ def reported(definition:Definition, # what the number means (`Definition`; print
     if definition.bonus is None: raise ValueError(f"reported: {definition.printed!r} says no bonus for a mean: set bonus True or False")
     return Observed(engine, f"reported ({definition.printed})", drafts, None, round((with_bonus(accept_length, definition.bonus) - 1) * drafts),
                     notes=notes)
+
+# %% ../nbs/04f_metrics.ipynb #2fb8ae6f
+import torch
+from dataclasses import dataclass, field
+from .engines import Engine, ENGINE_FACTS, VARIANT_SUPPORT, model_file, version_tuple
+from .findings import Finding
+from .stats import paired_change, unpaired_change
+
+def rows_between(family:str, older:str, newer:str, # releases of one engine
+                 model_type:str|None=None, # the target's model_type: only the rows of its model file (and 'any')
+                )->list: # (since, what, value, source), oldest first
+    "The registry rows of an engine that first hold in a release after `older`, up to `newer`."
+    lo, hi = version_tuple(older), version_tuple(newer)
+    mf = model_file(family, model_type) if model_type else None
+    keep = lambda since, fam: since is not None and lo < version_tuple(since) <= hi and (mf is None or fam in ('any', mf.family))
+    rows = [(f.since, f.what + ('' if f.family == 'any' else f' ({f.family})'), str(f.value), f.source) for f in ENGINE_FACTS
+            if f.engine == family and keep(f.since, f.family)]
+    rows += [(s.since, s.key, s.reading, s.source) for s in VARIANT_SUPPORT if s.engine == family and keep(s.since, 'any')]
+    return sorted(rows, key=lambda r: version_tuple(r[0]))
+
+# %% ../nbs/04f_metrics.ipynb #5cf962b3
+@dataclass
+class ReleaseChange:
+    "One pair's accept length on two releases of an engine, held against each other."
+    older: Engine
+    newer: Engine
+    change: tuple          # (newer - older accept length, lo, hi): 95% bootstrap interval
+    paired: bool           # resampled by request (both served the same requests, in order)
+    verdict: str           # 'regressed', 'improved' or 'no change shown'
+    rows: list = field(default_factory=list)   # `rows_between` the two releases
+    def findings(self)->list:
+        if self.verdict != 'regressed': return []
+        d, lo, hi = self.change
+        return [Finding('RELEASE_REGRESSION', 'error', f"the pair accepts {-d:.3f} tokens per verify step less on {self.newer.title} than on "
+                        f"{self.older.title} (95% [{-hi:.3f}, {-lo:.3f}], {'paired by request' if self.paired else 'unpaired'}); "
+                        f"{len(self.rows)} registry rows changed between them", dict(change=list(self.change), rows=[r[:3] for r in self.rows]))]
+    def __str__(self):
+        d, lo, hi = self.change
+        head = f"{self.older.title} -> {self.newer.title}: {d:+.3f} [{lo:+.3f}, {hi:+.3f}] tokens per verify step ({'paired' if self.paired else 'unpaired'}): {self.verdict}"
+        return '\n'.join([head] + [f"  since {r[0]}: {r[1]} = {r[2]} ({r[3]})" for r in self.rows])
+
+# %% ../nbs/04f_metrics.ipynb #96232f9c
+def _per_request(o:Observed)->list:
+    if not o.groups or not all(o.groups): raise ValueError(f"{o.source}: no per-request accept lengths: read per-request outputs or a log")
+    return o.groups
+
+def release_change(before:Observed, after:Observed, # the same pair's outputs from two releases of one engine, any reader's
+                   model_type:str|None=None, # the target's model_type, to keep its model file's rows
+                   paired:bool=True, # pair by request when both hold as many requests (the same prompts, in order)
+                  )->ReleaseChange:
+    "How the pair's acceptance moved between two engine releases, and the registry rows that changed between them."
+    for o in (before, after):
+        if o.release is None or o.release.release is None:
+            raise ValueError(f"{o.source}: no engine release: give settings['version'] (SGLang's server info, vLLM's log say it)")
+    if before.release.family != after.release.family:
+        raise ValueError(f"release_change: {before.release.title} and {after.release.title} are different engines")
+    a, b = _per_request(before), _per_request(after)
+    paired = paired and len(a) == len(b)
+    if paired:
+        t = lambda gs: torch.tensor([[sum(g), len(g)] for g in gs], dtype=torch.float64)
+        change = paired_change(t(b), t(a))
+    else: change = unpaired_change(a, b)
+    verdict = 'regressed' if change[2] < 0 else 'improved' if change[1] > 0 else 'no change shown'
+    old, new = sorted((before.release, after.release), key=lambda e: version_tuple(e.release))
+    return ReleaseChange(before.release, after.release, change, paired, verdict, rows_between(old.family, old.release, new.release, model_type))

@@ -69,3 +69,45 @@ def test_per_position_rates_in_the_other_definition(case):
     assert compare_observed(right, e).verdict == 'as expected'
     unc = reported(Definition(None, 'unconditional', 'as given', 'per-position rates of all steps'), o.drafts, per_position=pp)
     assert compare_observed(unc, e).verdict == 'as expected'
+
+# ------------------------------------------------------------------------------------------------------------------
+# the same pair on two releases of one engine
+import torch
+from dataclasses import replace
+from eagle3_workbench.engines import Engine, SGLANG, VLLM, ENGINE_FACTS, version_tuple
+from eagle3_workbench.outputs import observed_from_requests
+from eagle3_workbench.metrics import release_change, rows_between
+
+def _runs(seed=0, n=30, steps=16):
+    g = torch.Generator().manual_seed(seed)
+    return [[float(1 + a) for a in torch.binomial(torch.full((steps,), 3.0), torch.full((steps,), 0.5), generator=g).tolist()] for _ in range(n)]
+
+def _obs(groups, version, engine=SGLANG):
+    reqs = [dict(drafts=len(gr), accepted=sum(gr) - len(gr), group=gr, hist=None) for gr in groups]
+    return observed_from_requests(Engine.named(engine), f'{engine} {version}', reqs, settings=dict(version=version))
+
+def test_a_release_that_costs_acceptance_is_named_with_the_rows_between():
+    "One request in two lost a token on half its verify steps after the upgrade: regressed, paired, the change the pooled difference."
+    before = _runs()
+    after = [[max(1.0, v - (j % 2)) for j, v in enumerate(gr)] if i % 2 else gr for i, gr in enumerate(before)]
+    r = release_change(_obs(before, '0.5.12'), _obs(after, '0.5.22'), 'llama')
+    pooled = lambda gs: sum(map(sum, gs)) / sum(map(len, gs))
+    assert r.paired and r.verdict == 'regressed' and abs(r.change[0] - (pooled(after) - pooled(before))) < 1e-9
+    f, = r.findings()
+    assert f.code == 'RELEASE_REGRESSION' and 'SGLang 0.5.22 than on SGLang 0.5.12' in f.message
+    want = {(x.since, x.source) for x in ENGINE_FACTS if x.engine == SGLANG and x.family in ('any', 'llama') and (0, 5, 12) < version_tuple(x.since) <= (0, 5, 22)}
+    assert want and want <= {(row[0], row[3]) for row in r.rows}   # the llama.py capture change of 0.5.22 among them
+
+def test_the_same_outputs_on_two_releases_show_no_change():
+    runs = _runs(1)
+    r = release_change(_obs(runs, '0.5.12'), _obs(runs, '0.5.17'))
+    assert (r.verdict, r.change[0], r.findings()) == ('no change shown', 0.0, [])
+
+def test_other_requests_are_compared_unpaired():
+    r = release_change(_obs(_runs(2), '0.5.12'), _obs(_runs(3, n=25), '0.5.17'))
+    assert not r.paired and r.verdict == 'no change shown'   # the same sampling law on both sides
+
+def test_release_change_needs_releases_of_one_engine():
+    with pytest.raises(ValueError, match='are different engines'): release_change(_obs(_runs(), '0.5.12'), _obs(_runs(), '0.32.0', VLLM))
+    with pytest.raises(ValueError, match='no engine release'): release_change(replace(_obs(_runs(), '0.5.12'), release=None, settings={}), _obs(_runs(), '0.5.17'))
+    assert rows_between(SGLANG, '0.5.17', '0.5.17') == []
