@@ -51,6 +51,8 @@ CODES = {
     'HANDOFF_WIDTH': "the rows a disaggregated deployment's prefill node hands the decode node are not as wide as the draft's state: the target's aux concat sent, or a buffer sized by the target's hidden size",
     'HANDOFF_TARGET_STATE': "the rows the prefill node hands the decode node are the target's hidden state at the last prompt token where the draft's own state belongs",
     'RELEASE_REGRESSION': "the same pair accepts significantly less on one release of an engine than on an earlier one: the registry rows that changed between the two named",
+    'AUX_COUNT_FIXED': "the deploying engine release builds the draft's fc over a fixed number of aux states (three) and this draft reads another number: its fc weight does not load",
+    'TARGET_WIDTH_ASSUMED': "the deploying engine release sizes a buffer as if the target were as wide as the draft, and this draft is not",
     'AUX_WRONG_TENSOR': "a fed chunk matches no resid[k] but a neighbouring tensor: a layer's output without its residual, a norm's output",
     'TARGET_PRECISION_MISMATCH': "the fc input points where the training dump's does but differs in value: the target ran in another dtype or quantization than the dump",
     'TARGET_ROTATED_BASIS': "the fc input has the dump's norms but not its directions, and one rotation maps one onto the other: a rotated (QuaRot-style) target",
