@@ -10,7 +10,8 @@ from .findings import Finding
 from .chunks import match_chunks, said
 
 # %% auto #0
-__all__ = ['HANDOFF_PATH', 'HANDOFF_THREADS', 'DISAGG_MODES', 'handoff_width', 'read_handoff', 'handoff_findings']
+__all__ = ['HANDOFF_PATH', 'HANDOFF_THREADS', 'DISAGG_MODES', 'CHUNKED_NOTE', 'handoff_width', 'read_handoff', 'handoff_findings',
+           'DumpLayers', 'dump_layers']
 
 # %% ../nbs/02m_handoff.ipynb #b84cb266
 HANDOFF_PATH = (   # (step, SGLang 0.5.23 file:lines inside the sglang package, what it does)
@@ -92,3 +93,39 @@ def handoff_findings(sent:torch.Tensor, # [requests, width]: the rows the prefil
     return [Finding('HANDOFF_TARGET_STATE', 'error', f"{len(hits)} of {len(sent)} hand-off rows are the target's "
                     f"{', '.join(said(x, n) for x in names)} at the last prompt token, not the draft's state: the decode node's "
                     f"first draft step starts from the target's state ({HANDOFF_THREADS['aux']})", dict(rows=hits, layers=names))]
+
+# %% ../nbs/02m_handoff.ipynb #715b61a5
+from .points import resid_k
+
+CHUNKED_NOTE = ("a prompt prefilled in several chunks (longer than --chunked-prefill-size) is read up to its first chunk's end: "
+                "the dump has no forward_mode, and by positions alone a later chunk is not told apart from a verify pass")
+
+class DumpLayers:
+    "The target layers a tensor dump holds, read as a recording's sequences: tokens and resid[k], no greedy tokens, no logits."
+    lacks = ('greedy tokens', 'logits')
+    def __init__(self, seqs:list, n_layers:int, hidden_size:int, notes:list):
+        self.sequences, self.n_layers, self.notes = seqs, n_layers, notes
+        self.target = dict(num_hidden_layers=n_layers, hidden_size=hidden_size)
+        self.layers = tuple(sorted(set.intersection(*[set(s['resid']) for s in seqs])))
+    def resid(self, k:int, i:int)->torch.Tensor: return self.sequences[i]['resid'][k]
+    def prompt_len(self, i:int)->int: return len(self.sequences[i]['tokens'])
+    def tokens(self, i:int)->torch.Tensor: return torch.tensor(self.sequences[i]['tokens'])
+    def __repr__(self): return f"DumpLayers({len(self.sequences)} sequences, resid{list(self.layers)}; lacks {', '.join(self.lacks)})"
+
+def dump_layers(capture, # a `ServerCapture` of a dump, read with keep_tensors=True and n_layers
+                n_layers:int, # the target's N
+               )->DumpLayers:
+    "The prefill passes of a target's tensor dump as the sequences of a recording, with what they lack."
+    passes = {}
+    for r in capture.merged:
+        k = resid_k(r.point)
+        if k is None or r.phase != 'prefill' or (r.origin and r.origin.role == 'draft'): continue
+        if r.tensor is None: raise ValueError(f"{capture.folder}: the records carry no tensors: read the dump with keep_tensors=True")
+        passes.setdefault(r.origin.pass_id, dict(pos=r.positions, ids=r.token_ids, resid={}))['resid'][k] = r.tensor.reshape(-1, r.tensor.shape[-1]).float()
+    seqs, notes = [], [CHUNKED_NOTE]
+    for n in sorted(passes):
+        p = passes[n]
+        cuts = [j for j, q in enumerate(p['pos']) if q == 0] + [len(p['pos'])]
+        seqs += [dict(tokens=list(p['ids'][a:b]), resid={k: t[a:b] for k, t in p['resid'].items()}) for a, b in zip(cuts, cuts[1:])]
+    if not seqs: raise ValueError(f"{capture.folder}: no prefill pass with target resid[k] records: nothing to read as layers")
+    return DumpLayers(seqs, n_layers, seqs[0]['resid'][next(iter(seqs[0]['resid']))].shape[-1], notes)

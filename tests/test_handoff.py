@@ -67,3 +67,52 @@ def test_settings_and_files(case, tmp_path):
     (tmp_path/'h.json').write_text(json.dumps([1]))
     with pytest.raises(ValueError, match=r'h\.json: expected a \.safetensors or \.pt file'): read_handoff(tmp_path/'h.json')
     with pytest.raises(ValueError, match='seqs: 2 sequence indices for 3 hand-off rows'): handoff_findings(own, cfg, rec, [0, 1])
+
+# ------------------------------------------------------------------------------------------------------------------
+# the same check from a running deployment's tensor dump instead of a recording
+from pathlib import Path
+from eagle3_workbench.sglang.readers import read_debug_tensor_dump
+from eagle3_workbench.handoff import dump_layers
+
+def _write_dump(base, passes, N):
+    "Pass files as SGLang's dump writes them: resid[0] at embed_tokens, resid[i] as the residual at layer i's input norm, resid[N] at model.norm."
+    d = Path(base)/'TP0_PP0_Rank0_pid7'; d.mkdir(parents=True)
+    for n, (pos, ids, resid) in enumerate(passes):
+        data = {'model.embed_tokens': resid[0], 'model.norm': [resid[N] * 2, resid[N]],
+                'model.forward_batch_info.positions': pos, 'model.forward_batch_info.input_ids': ids,
+                'model.forward_batch_info.seq_lens': torch.tensor([int(pos.max()) + 1])}
+        data |= {f'model.layers.{i}.input_layernorm': [resid[i] * 2, resid[i]] for i in range(1, N)}
+        torch.save(data, d/f'Pass{n:05d}.pt')
+
+def test_a_dump_read_as_layers_gives_the_recordings_states(case, tmp_path):
+    "Prompt 0 in one prefill pass, prompts 1 and 2 batched in the next, then a decode pass: the dump's layers are the recording's prompt rows, and the hand-off check reads them alike."
+    pair, rec, prompts, own = case
+    N = rec.n_layers
+    rows = lambda i, a, b: [rec.resid(k, i)[a:b].float() for k in range(N + 1)]
+    cat = lambda *rs: [torch.cat(t) for t in zip(*rs)]
+    p0, p1, p2 = prompts
+    passes = [(torch.arange(len(p0)), torch.tensor(p0), rows(0, 0, len(p0))),
+              (torch.cat([torch.arange(len(p1)), torch.arange(len(p2))]), torch.tensor(p1 + p2), cat(rows(1, 0, len(p1)), rows(2, 0, len(p2)))),
+              (torch.tensor([len(p0)]), torch.tensor([5]), rows(0, len(p0), len(p0) + 1))]   # a decode pass: not a prompt
+    _write_dump(tmp_path, passes, N)
+    dl = dump_layers(read_debug_tensor_dump(tmp_path, n_layers=N, keep_tensors=True), N)
+    assert dl.layers == tuple(range(N + 1)) and [dl.tokens(i).tolist() for i in range(3)] == [p0, p1, p2] and dl.lacks == ('greedy tokens', 'logits')
+    for i, p in enumerate(prompts):
+        for k in dl.layers: assert torch.equal(dl.resid(k, i), rec.resid(k, i)[:len(p)].float())
+    last = torch.stack([rec.resid(N, i)[len(p) - 1] for i, p in enumerate(prompts)]).float()
+    assert handoff_findings(own, pair.draft.config, dl, [0, 1, 2]) == []
+    f, = handoff_findings(last, pair.draft.config, dl, [0, 1, 2])
+    assert f.code == 'HANDOFF_TARGET_STATE' and f.evidence['layers'] == [f'resid[{N}]'] and len(f.evidence['rows']) == 3
+
+def test_a_chunked_prompt_is_read_to_its_first_chunk_and_said(case, tmp_path):
+    "A later chunk looks like a verify pass by its positions: the prompt is read to its first chunk, and the notes say why."
+    pair, rec, prompts, own = case
+    N, p = rec.n_layers, prompts[0]
+    rows = lambda a, b: [rec.resid(k, 0)[a:b].float() for k in range(N + 1)]
+    _write_dump(tmp_path, [(torch.arange(4), torch.tensor(p[:4]), rows(0, 4)), (torch.arange(4, len(p)), torch.tensor(p[4:]), rows(4, len(p)))], N)
+    dl = dump_layers(read_debug_tensor_dump(tmp_path, n_layers=N, keep_tensors=True), N)
+    assert dl.tokens(0).tolist() == p[:4] and len(dl.sequences) == 1 and any('chunk' in n for n in dl.notes)
+
+def test_a_dump_without_tensors_is_named(tmp_path):
+    _write_dump(tmp_path, [(torch.arange(3), torch.arange(3), [torch.randn(3, 4) for _ in range(4)])], 3)
+    with pytest.raises(ValueError, match='keep_tensors=True'): dump_layers(read_debug_tensor_dump(tmp_path, n_layers=3), 3)
