@@ -92,6 +92,7 @@ apply_threads(None, THREADS)
 from eagle3_workbench.recording import recorded_pair
 from eagle3_workbench.stats import race_blocks
 import eagle3_workbench.search as search
+search.RACE_FROM_WIDTH = min(search.RACE_FROM_WIDTH, RACEWIDTH)   # the tiny stand-in races as the true size does
 t0, c0 = time.perf_counter(), time.process_time()
 pair = recorded_pair(REC, DRAFT, dtype=getattr(torch, DTYPE), device=DEVICE)
 out = dict(load=time.perf_counter() - t0)
@@ -108,7 +109,8 @@ if MODE == 'doctor':
         bl = [subs.get(tuple(b)) for b in race_blocks(len(t.seqs))]
         fits[str(list(w))] = (torch.cat([s.rows[tuple(w)][0] for s in bl]) if all(s is not None and tuple(w) in s.rows for s in bl)
                               else t.score(tuple(w))[0]).tolist()
-    out.update(verdict=d.verdict, codes=d.codes, recommended=d.recommended.get('resid_layers'), search=d.search, seconds=d.seconds, fits=fits)
+    scored = sum(len(s.rows) * float(s.positions.sum()) for s in getattr(t, '_subs', {}).values()) + len(t.rows) * float(t.positions.sum())
+    out.update(token_wirings=scored, verdict=d.verdict, codes=d.codes, recommended=d.recommended.get('resid_layers'), search=d.search, seconds=d.seconds, fits=fits)
 else:   # today's search: every candidate on every prompt; the time of one wiring once the table is made, in float32 and bfloat16
     table = search.AgreementTable(pair.target, pair.draft, list(range(len(pair.target.sequences))))
     per, fits = {}, {}
@@ -123,7 +125,7 @@ print('RESULT ' + json.dumps(out))
 def child(mode:str, rec:Path, draft:Path, dtype:str, wirings:list, threads:int, device:str='cpu')->dict:
     "Run the doctor (or today's per-wiring scoring) in a fresh process on the folders; its measurements."
     code = (CHILD.replace('THREADS', str(threads)).replace('REC', repr(str(rec))).replace('DRAFT', repr(str(draft)))
-            .replace('DTYPE', repr(dtype)).replace('DEVICE', repr(device)).replace('MODE', repr(mode)).replace('WIRINGS', repr([list(w) for w in wirings])))
+            .replace('RACEWIDTH', '64').replace('DTYPE', repr(dtype)).replace('DEVICE', repr(device)).replace('MODE', repr(mode)).replace('WIRINGS', repr([list(w) for w in wirings])))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', ''))
     env.pop('EAGLE3_RECORDING_CACHE', None)
     p = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=3600)

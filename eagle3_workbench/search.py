@@ -18,8 +18,8 @@ from .variants import served_draft
 
 # %% auto #0
 __all__ = ['MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'SCREEN_FROM', 'FINALISTS',
-           'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'Race', 'Sweep', 'wiring_sweep',
-           'enough_evidence', 'sweep_rows', 'variant_impact']
+           'RACE_FROM_WIDTH', 'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'Race', 'Sweep',
+           'wiring_sweep', 'enough_evidence', 'sweep_rows', 'variant_impact']
 
 # %% ../nbs/04_search.ipynb #b5f000d8
 class AgreementTable:
@@ -159,6 +159,7 @@ EXHAUSTIVE_LIMIT = 1000   # every ascending choice up to this many (N = 19 for 3
 STARTS = ('configured', 'trained (dump)', 'engines default')   # the seeds a coordinate search starts from
 PASSES, STRIDE, RADIUS = 3, 2, 2   # coordinate search: passes at most; the first pass's layer stride; later passes' window
 SCREEN_FROM, FINALISTS = 32, 16   # from 32 prompts (4 x MIN_PROMPTS) on, MIN_PROMPTS of them explore; the best 16 are scored in full
+RACE_FROM_WIDTH = 1024   # a coordinate search races its candidates (`Race`) from this target width on, where a draft step is dear
 
 def _best_in(score, w:tuple, c:int, layers, add)->tuple:
     "The best wiring when chunk `c` of `w` takes each of `layers` with the others fixed (`w` itself among them)."
@@ -341,13 +342,14 @@ def wiring_sweep(table:AgreementTable, n_layers:int, seeds:dict, # label -> wiri
                  screen:bool=True, # explore on `screen_prompts` when there are enough prompts, score the finalists on all
                  prompts:list|None=None, # search on these of the table's prompts (the calibration's subsets), from its kept scores
                  layers=None, # the resid indices candidates may use (default: every one up to `top`)
-                 race:bool|None=None, # race the candidates (`Race`); None: where the search is a coordinate search (a deep target)
+                 race:bool|None=None, # race the candidates (`Race`); None: a coordinate search (a deep target) from RACE_FROM_WIDTH on
                 )->Sweep:
     "Search the wirings on the table's prompts: one draft step per candidate, several candidates a batch."
     idx = list(range(len(table.seqs))) if prompts is None else [int(i) for i in prompts]
     top_ = n_layers - 1 if top is None else top
     usable = len([k for k in (range(top_ + 1) if layers is None else layers) if 0 <= k <= top_])
-    race = math.comb(usable, table.draft.config.num_aux) > exhaustive_limit if race is None else race
+    deep = math.comb(usable, table.draft.config.num_aux) > exhaustive_limit
+    race = deep and table.rec.hidden_size >= RACE_FROM_WIDTH if race is None else race
     sidx = screen_prompts(len(idx)) if screen and not race else None
     if prompts is None:   # the doctor: the screen is a table of its own, so a screened wiring costs a fraction of a step
         full, look = table.score_many, sidx and table.sub(sidx).score_many
