@@ -101,7 +101,7 @@ def true_size_rows()->list:
                 f"draft in bfloat16 (MLP {r['intermediate']}, draft vocabulary {r['draft_vocab']}, target vocabulary {r['target_vocab']}); "
                 f"{s['read_gib']:.2f} GiB read by the process (rchar); recording {r['recording']['bytes'] / 2**30:.2f} GiB on disk"),
             row(f"today's search at {r['layers']} x {r['hidden']}, same recording (extrapolated)", s['today_extrapolated'], 's', '', '', None,
-                f"{s['explored']} wirings x {s['today_per_wiring']:.1f} s per wiring on every prompt in float32 (measured on 3 wirings in the same run): "
+                f"{s['explored']} wirings on a screen of 8 prompts and 17 on all, at {s['today_per_wiring']:.1f} s per wiring on every prompt in float32 (measured on 3 wirings in the same run): "
                 "the search alone"),
             row('bfloat16 against float32: largest relative difference of a per-prompt fit', s['bf16_max_rel'], '', '', '', None,
                 f"planted resid{r['planted']}; its summed fit gain over the neighbour resid{r['neighbour']}: {s['gap_b16']:.3f} nats in bfloat16, "

@@ -167,7 +167,10 @@ def summary(r:dict)->dict:
                 read_gib=new['io'].get('rchar', math.nan) / 2**30, explored=explored, scored_in_full=new['search']['scored_in_full'])
     if old is None: return base
     per = old['per_wiring'][str(r['neighbour'])]   # a wiring scored once the table and two wirings' layers were read
-    today = explored * per   # today's search alone: every explored wiring on every prompt (the doctor's other stages come on top)
+    from eagle3_workbench.search import screen_prompts, FINALISTS
+    m, n = new['search']['prompts'], new['search']['tokens']
+    screen = len(screen_prompts(m) or range(m)) / m   # today's search explores on MIN_PROMPTS of the prompts from SCREEN_FROM on
+    today = per * (explored * screen + (FINALISTS + 1) * (screen < 1))   # its finalists and the configured seed on every prompt; the search alone
     f32, b16 = (torch_t(old['fits'][str(r['planted'])]), torch_t(new['fits'][str(r['planted'])]))
     rel = max(abs(a - b) / max(abs(a), 1e-9) for a, b in zip(f32, b16))
     gap = lambda fits: sum(fits[str(r['planted'])]) - sum(fits[str(r['neighbour'])])
