@@ -166,7 +166,7 @@ def summary(r:dict)->dict:
     base = dict(found=new['recommended'] == r['planted'], verdict=new['verdict'], wall=new['wall'], cpu=new['cpu'], rss_gib=new['peak_rss_mib'] / 1024,
                 read_gib=new['io'].get('rchar', math.nan) / 2**30, explored=explored, scored_in_full=new['search']['scored_in_full'])
     if old is None: return base
-    per = old['per_wiring'][str(r['neighbour'])]   # a wiring scored once the table and two wirings' layers were read
+    per = sorted(old['per_wiring'][str(w)] for w in (r['planted'], r['neighbour']))[0]   # wirings scored once the table was made (the first wiring made it)
     from eagle3_workbench.search import screen_prompts, FINALISTS
     m, n = new['search']['prompts'], new['search']['tokens']
     screen = len(screen_prompts(m) or range(m)) / m   # today's search explores on MIN_PROMPTS of the prompts from SCREEN_FROM on
@@ -174,7 +174,7 @@ def summary(r:dict)->dict:
     f32, b16 = (torch_t(old['fits'][str(r['planted'])]), torch_t(new['fits'][str(r['planted'])]))
     rel = max(abs(a - b) / max(abs(a), 1e-9) for a, b in zip(f32, b16))
     gap = lambda fits: sum(fits[str(r['planted'])]) - sum(fits[str(r['neighbour'])])
-    return dict(base, today_per_wiring=per, today_extrapolated=today, bf16_max_rel=rel, gap_f32=gap(old['fits']), gap_b16=gap(new['fits']))
+    return dict(base, today_per_wiring=per, today_extrapolated=today, today_cpu_extrapolated=today * old['cpu'] / old['wall'], new_threads=new['threads'], bf16_max_rel=rel, gap_f32=gap(old['fits']), gap_b16=gap(new['fits']))
 
 def torch_t(x): return [float(v) for v in x]
 
