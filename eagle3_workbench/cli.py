@@ -72,7 +72,7 @@ def _load(a):
     rec = open_recording(a.recording)
     if a.draft is None and recorded_draft(rec) is None:
         raise ValueError(f"--recording {a.recording}: give --draft (the recording is of {rec.target.get('path')}, not a zoo target)")
-    return recorded_pair(rec, a.draft, engine=a.engine, threads=a.threads)
+    return recorded_pair(rec, a.draft, engine=a.engine, threads=a.threads, device=getattr(a, 'device', 'cpu'))
 
 def _prompts(a, pair=None)->list:
     "--prompts / --n-prompts, chats rendered by the target's chat template once `pair` is loaded; with --recording and no --prompts, the prompts it recorded."
@@ -365,6 +365,7 @@ def _diagnose_parser(sub):
     d.add_argument('--deployment-prompt', help='the prompt that deployment served (text), to match its token ids')
     d.add_argument('--algorithm', default='EAGLE3', help='the --speculative-algorithm the draft is served with')
     d.add_argument('--no-accept', action='store_true', help='skip measuring chain accept length before/after')
+    d.add_argument('--device', default='cpu', help="with --recording: where the draft computes (cuda: on a GPU, in the recording's precision)")
     d.add_argument('--json', action='store_true')
     d.set_defaults(func=_diagnose)
 

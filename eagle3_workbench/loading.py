@@ -342,7 +342,9 @@ def load_draft(source, # a `DraftSource` (`read_draft`), a draft directory or `z
     if c.use_aux_hidden_state and 'fc.weight' in sd and sd['fc.weight'].shape[1] != c.fc_in_features:
         raise ModelLoadError(f"{files[0]}: fc.weight takes {sd['fc.weight'].shape[1]} inputs, expected {c.num_aux} aux layers "
                              f"x target hidden size {c.target_hidden_size} = {c.fc_in_features}")
-    draft = Eagle3Draft(c)
+    was = torch.get_default_dtype(); torch.set_default_dtype(dtype)   # built in the dtype asked: no float32 copy of a wide draft
+    try: draft = Eagle3Draft(c)   # (every parameter is then loaded from the checkpoint; RoPE is computed in float32 whatever this is)
+    finally: torch.set_default_dtype(was)
     head = _lm_head(draft, sd, target, prov, path)
     expected = draft.state_dict()
     missing = [k for k in expected if k not in sd and k not in ('d2t', 't2d')]
