@@ -38,7 +38,8 @@ def _unit(s):
     return v
 
 # %% ../nbs/08_cli.ipynb #1cab204d
-from .engines import Engine, ENGINE_NAMES, SERVING, TRTLLM   # the standard library only: --help stays fast
+from .engine_rows import ENGINE_NAMES, SERVING, TRTLLM   # the standard library only: --help stays fast
+from .engines import Engine
 from .prompts import read_prompts, render_chats   # the standard library only too
 OPTION_OF = {'speculative_num_steps': '--steps', 'speculative_eagle_topk': '--topk', 'speculative_num_draft_tokens': '--num-draft-tokens',
              'top_p': '--top-p', 'temperature': '--temperature'}   # engine settings as the user typed them

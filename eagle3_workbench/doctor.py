@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
 from .conventions import default_resid_layers
-from .engines import Engine, EDITABLE, DEFAULT_ENGINE
+from .engine_rows import EDITABLE, DEFAULT_ENGINE
+from .engines import Engine
 from .wiring import engine_readings
 from .findings import Finding, DRAFT_FAULTS
 from .variants import computing, trained_math

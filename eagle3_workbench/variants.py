@@ -8,7 +8,8 @@ from dataclasses import replace
 from typing import NamedTuple
 import torch
 from .conventions import TRAINERS, TRAINER_ROWS, AUX_KEY, FIELDS
-from .engines import Engine, READINGS
+from .engine_rows import READINGS
+from .engines import Engine
 from .draft import DraftConfig, Eagle3Draft, SharedHead
 from .formats import detect_provenance, flatten_config
 

@@ -73,8 +73,8 @@ ENGINE_TEXT = re.compile(r'^(sglang|vllm|trtllm|specforge|speculators)(==\S+|-le
 
 @pytest.mark.parametrize('name', sorted(ORDER))
 def test_engine_names_live_in_the_registry(name):
-    "Outside the engine registry (engines.py) and the command line's parsing, no code spells an engine release or defaults to an engine name."
-    if name in ('eagle3_workbench.engines', 'eagle3_workbench.cli'): return
+    "Outside the engine registry (its rows, engine_rows.py, and engines.py that reads them) and the command line's parsing, no code spells an engine release or defaults to an engine name."
+    if name in ('eagle3_workbench.engine_rows', 'eagle3_workbench.engines', 'eagle3_workbench.cli'): return
     tree = MODS[name][0]
     texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and ENGINE_TEXT.match(n.value)]
     assert not texts, f"{name} spells engine releases {texts}: ask an `Engine` from engines.py"
