@@ -91,7 +91,7 @@ def main(argv=None):
     ap.add_argument('--pairs', nargs='*', default=list(PAIRS))
     ap.add_argument('--merge', action='store_true', help='keep the stored results of the pairs not named in --pairs')
     a = ap.parse_args(argv)
-    from eagle3_workbench.loading import resolve_path
+    from eagle3_workbench.formats import resolve_path
     import eagle3_workbench.search as search, eagle3_workbench.stats as stats
     t0, pool, rows = time.perf_counter(), pool_prompts(a.pool), []
     for name in a.pairs:

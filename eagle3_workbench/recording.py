@@ -460,7 +460,8 @@ def recorded_pair(recording, # a `Recording`, or a recording folder
                   engine=None, # whose reading of the draft config decides the wiring (None: the default engine)
                   dtype=torch.float32, threads:int|None=None, tokenizer=None):
     "A `Pair` whose target is a recording: the draft loaded with what the recording kept, wired as `engine` reads it."
-    from eagle3_workbench.loading import read_draft, load_draft, load_tokenizer, Pair
+    from eagle3_workbench.loading import load_draft, load_tokenizer, Pair
+    from eagle3_workbench.formats import read_draft
     from eagle3_workbench.wiring import resolve_wiring
     from eagle3_workbench.threads import apply_threads
     rec = recording if isinstance(recording, Recording) else open_recording(recording)
