@@ -22,7 +22,8 @@ def folder_bytes(p:Path)->int: return sum(f.stat().st_size for f in p.rglob('*')
 def random_draft(hidden:int, intermediate:int, heads:int, kv_heads:int, vocab:int, seed:int=0):
     "A random-init EAGLE-3 draft (draft vocabulary = vocabulary: no map needed) of the given width."
     import torch
-    from eagle3_workbench.draft import Eagle3Draft, DraftConfig
+    from eagle3_workbench.draft import Eagle3Draft
+    from eagle3_workbench.draft_config import DraftConfig
     torch.manual_seed(seed)
     cfg = dict(architectures=['LlamaForCausalLMEagle3'], model_type='llama', hidden_size=hidden, intermediate_size=intermediate,
                num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=128 if hidden >= 1024 else hidden // heads,

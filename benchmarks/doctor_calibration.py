@@ -93,7 +93,7 @@ def main(argv=None):
     ap.add_argument('--race', action='store_true', help='race the candidates (successive elimination) at these sizes too, as the deep search does; '
                     'writes doctor_calibration_race.{json,md}')
     a = ap.parse_args(argv)
-    from eagle3_workbench.loading import resolve_path
+    from eagle3_workbench.formats import resolve_path
     import eagle3_workbench.search as search, eagle3_workbench.stats as stats
     t0, pool, rows = time.perf_counter(), pool_prompts(a.pool), []
     for name in a.pairs:

@@ -129,7 +129,7 @@ def _run(a)->int:
 # %% ../nbs/08_cli.ipynb #cd63018b
 def _wiring_target(a)->tuple:
     "(N, target model_type) from --target or --n-layers."
-    from eagle3_workbench.loading import read_config, resolve_path
+    from eagle3_workbench.formats import read_config, resolve_path
     from eagle3_workbench.target import text_config
     if a.target is None:
         if a.n_layers is None: raise ValueError("give the target's layer count: --n-layers N or --target DIR")
@@ -142,7 +142,7 @@ def _wiring_target(a)->tuple:
 # %% ../nbs/08_cli.ipynb #6606fdf7
 def _wiring(a)->int:
     from dataclasses import asdict
-    from eagle3_workbench.loading import read_draft
+    from eagle3_workbench.formats import read_draft
     from eagle3_workbench.wiring import engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note
     from eagle3_workbench.variants import variant_problems
     if a.trtllm_layers is not None and a.engine is None: a.engine = Engine.named(TRTLLM)
@@ -188,7 +188,7 @@ def _diagnose(a)->int:
         from eagle3_workbench.sglang.readers import read_capture
         deployment = read_capture(a.deployment).records
     from eagle3_workbench.doctor import diagnose
-    from eagle3_workbench.draft import ModelLoadError
+    from eagle3_workbench.draft_config import ModelLoadError
     try: pair = _load(a)
     except ModelLoadError as e:   # a fault of the draft's own checkpoint: a diagnosis (unusable), not a bad-input error
         if e.code is None: raise
@@ -206,7 +206,8 @@ def _diagnose(a)->int:
 
 # %% ../nbs/08_cli.ipynb #22412f8f
 def _record(a)->int:
-    from eagle3_workbench.loading import load_target, read_config, resolve_path, read_draft, load_draft
+    from eagle3_workbench.loading import load_target, load_draft
+    from eagle3_workbench.formats import read_config, resolve_path, read_draft
     from eagle3_workbench.recording import record
     from eagle3_workbench.threads import apply_threads
     prompts = _prompts(a)

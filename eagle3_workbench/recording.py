@@ -462,7 +462,8 @@ def recorded_pair(recording, # a `Recording`, or a recording folder
                   device:str='cpu', # where the draft computes; another (e.g. 'cuda') loads it there in the recording's precision
                  ):
     "A `Pair` whose target is a recording: the draft loaded with what the recording kept, wired as `engine` reads it."
-    from eagle3_workbench.loading import read_draft, load_draft, load_tokenizer, Pair
+    from eagle3_workbench.loading import load_draft, load_tokenizer, Pair
+    from eagle3_workbench.formats import read_draft
     from eagle3_workbench.wiring import resolve_wiring
     from eagle3_workbench.threads import apply_threads
     rec = recording if isinstance(recording, Recording) else open_recording(recording)

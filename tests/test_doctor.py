@@ -4,7 +4,8 @@ recommended, with and without the training dump, on each zoo draft; correctly wi
 import pytest, torch
 from pathlib import Path
 from eagle3_workbench.testing import planted, error_codes, aux_ids
-from eagle3_workbench.loading import load_pair, resolve_path
+from eagle3_workbench.loading import load_pair
+from eagle3_workbench.formats import resolve_path
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.wiring import resolve_wiring
 from eagle3_workbench.conventions import default_resid_layers
