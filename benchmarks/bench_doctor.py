@@ -27,7 +27,8 @@ def deep_pair(folder, n_layers:int=61, ids=(1, 29, 57), seed:int=0):
     zoo's tokenizer; the draft: a copy of the zoo draft (random with respect to this target) with SpecForge ids `ids`."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-    from eagle3_workbench.loading import resolve_path, load_pair
+    from eagle3_workbench.loading import load_pair
+    from eagle3_workbench.formats import resolve_path
     folder, src = Path(folder), resolve_path(zoo().spec('tiny-dsv3'))
     cfg = AutoConfig.from_pretrained(src); cfg.num_hidden_layers = n_layers
     torch.manual_seed(seed)

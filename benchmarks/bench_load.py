@@ -14,7 +14,7 @@ t1 = time.perf_counter()
 # what load_pair imports on its first call: transformers and the target's modeling code (timed apart from the load)
 import importlib
 from transformers import AutoModelForCausalLM, AutoTokenizer
-from eagle3_workbench.loading import read_config, resolve_path
+from eagle3_workbench.formats import read_config, resolve_path
 mt = read_config(resolve_path(sys.argv[1]))['model_type']
 importlib.import_module(f"transformers.models.{mt}.modeling_{mt}")
 t1b = time.perf_counter()

@@ -22,7 +22,8 @@ def folder_bytes(p:Path)->int: return sum(f.stat().st_size for f in p.rglob('*')
 def random_draft(hidden:int, intermediate:int, heads:int, kv_heads:int, vocab:int, seed:int=0):
     "A random-init EAGLE-3 draft (draft vocabulary = vocabulary: no map needed) of the given width."
     import torch
-    from eagle3_workbench.draft import Eagle3Draft, DraftConfig
+    from eagle3_workbench.draft import Eagle3Draft
+    from eagle3_workbench.draft_config import DraftConfig
     torch.manual_seed(seed)
     cfg = dict(architectures=['LlamaForCausalLMEagle3'], model_type='llama', hidden_size=hidden, intermediate_size=intermediate,
                num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=128 if hidden >= 1024 else hidden // heads,
@@ -84,6 +85,30 @@ def calibration_tokens()->tuple:
         need = ok[0] if ok else (float('inf'), None)
         worst = max(worst, (need[0], f"{p} {fault} ({need[1]} prompts)"))
     return worst
+
+def true_size_rows()->list:
+    "The stored true-size run (`benchmarks/truesize.py`, results/truesize.json): the doctor at 61 x 7168 from disk beside today's search."
+    import truesize
+    if not truesize.RESULT.exists():
+        return [row('doctor from a recording at 61 x 7168 on this CPU, end to end (measured)', None, 's', '', '<= 600 s', None,
+                    'not available: run python benchmarks/truesize.py (minutes; writes benchmarks/results/truesize.json)')]
+    r = json.loads(truesize.RESULT.read_text()); s = r['summary']
+    when = f"measured {r['when']}, {r['new']['threads']} torch thread(s), load average {r['load_before']:.1f} before / {r['load_after']:.1f} after"
+    return [row(f"doctor from a recording at {r['layers']} x {r['hidden']} on this CPU, end to end (measured)", s['wall'], 's', '', '<= 600 s', s['wall'] <= 600,
+                f"verdict {s['verdict']}, planted resid{r['planted']} {'found' if s['found'] else 'NOT found'} (configured resid{r['configured']}); "
+                f"{s['explored']} wirings explored, {s['scored_in_full']} scored on all {r['new']['search']['tokens']} positions; "
+                f"CPU time {s['cpu']:.0f} s; {when}"),
+            row(f"doctor from a recording at {r['layers']} x {r['hidden']}: CPU time of the process", s['cpu'], 's', '', '<= 600 s', s['cpu'] <= 600,
+                f"the wall time above over the CPU time: the share of a core the process got on the shared machine ({when})"),
+            row(f"doctor from a recording at {r['layers']} x {r['hidden']}: peak memory", s['rss_gib'], 'GiB', '', '<= 8 GiB', s['rss_gib'] <= 8,
+                f"draft in bfloat16 (MLP {r['intermediate']}, draft vocabulary {r['draft_vocab']}, target vocabulary {r['target_vocab']}); "
+                f"{s['read_gib']:.2f} GiB read by the process (rchar); recording {r['recording']['bytes'] / 2**30:.2f} GiB on disk"),
+            row(f"today's search at {r['layers']} x {r['hidden']}, same recording (extrapolated)", s['today_extrapolated'], 's', '', '', None,
+                f"about {s['today_cpu_extrapolated']:.0f} s of CPU; {s['explored']} wirings on a screen of 8 prompts and 17 on all, at {s['today_per_wiring']:.1f} s per wiring on every prompt in float32 (measured on 3 wirings in the same run): "
+                "the search alone"),
+            row('bfloat16 against float32: largest relative difference of a per-prompt fit', s['bf16_max_rel'], '', '', '', None,
+                f"planted resid{r['planted']}; its summed fit gain over the neighbour resid{r['neighbour']}: {s['gap_b16']:.3f} nats in bfloat16, "
+                f"{s['gap_f32']:.3f} in float32 (the fit is summed in float32 either way)")]
 
 def run(quick:bool=False)->dict:
     import torch
@@ -182,6 +207,15 @@ def run(quick:bool=False)->dict:
                     f"{bytes_per_token(DSV3['layers'], DSV3['hidden'], 2, DSV3['draft_vocab']) / 1024:.0f} KiB/token x {n_tok:.0f} tokens, "
                     f"plus the embedding and head once ({2 * DSV3['vocab'] * DSV3['hidden'] * 2 / 2**30:.1f} GiB in bf16); full logits would add "
                     f"{4 * DSV3['vocab'] / 1024:.0f} KiB/token"))
+    # 7. the doctor end to end at the true size from a recording on disk (benchmarks/truesize.py): the tiny stand-in run here,
+    # the true size from its stored result (it takes minutes and GiBs: run it on its own)
+    import truesize
+    t = truesize.measure(True, threads=torch.get_num_threads())
+    st = truesize.summary(t)
+    rows.append(row('doctor from a recording, the true-size run at its tiny stand-in (24 layers, width 64): planted wiring found', float(st['found']), '',
+                    '', '= 1', st['found'], f"verdict {st['verdict']}; {st['explored']} wirings explored, {st['scored_in_full']} scored on every prompt; "
+                    f"{st['wall']:.1f} s wall; today's search extrapolated {st['today_extrapolated']:.1f} s"))
+    rows += true_size_rows()
     import shutil
     shutil.rmtree(tmp, ignore_errors=True)
     return dict(title=TITLE, question=QUESTION, rows=rows,

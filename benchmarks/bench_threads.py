@@ -17,7 +17,8 @@ def _wide_pair(out:Path, hidden:int=2048, layers:int=4)->tuple:
     "A random-init Llama target `hidden` wide and its EAGLE-3 draft, with the zoo's tokenizer (same 2048 vocabulary)."
     import torch
     from transformers import LlamaConfig, AutoModelForCausalLM
-    from eagle3_workbench.draft import Eagle3Draft, DraftConfig
+    from eagle3_workbench.draft import Eagle3Draft
+    from eagle3_workbench.draft_config import DraftConfig
     from eagle3_workbench.loading import save_draft
     torch.manual_seed(0)
     t = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=2048, hidden_size=hidden, intermediate_size=3 * hidden, num_hidden_layers=layers,

@@ -34,7 +34,7 @@ def pool_prompts(n:int, seed:int=11)->list:
     from eagle3_workbench.zoo import corpus_files, heldout_prompts
     return heldout_prompts(corpus_files()[1], n=n, seed=seed)
 
-def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, trials:int, sizes=SIZES, seed:int=0)->list:
+def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, trials:int, sizes=SIZES, seed:int=0, race=None)->list:
     import eagle3_workbench.doctor as doc, eagle3_workbench.search as search, eagle3_workbench.scores as scores
     from eagle3_workbench.loading import load_pair
     from eagle3_workbench.wiring import engine_readings
@@ -52,7 +52,7 @@ def calibrate_pair(name:str, target:str, draft:str, trained:tuple, pool:list, tr
             res = dict(pair=name, fault=label, fed=list(conf), trained=list(trained), prompts=m, trials=trials,
                        miswired=0, named=0, inconclusive=0, recommended_trained=0, tokens=0.0, raw_miswired=0)
             for idx in subsets[m]:
-                sw = search.wiring_sweep(table, n, doc._seeds(conf, n, readings, None), prompts=idx)   # the doctor's search, screen included
+                sw = search.wiring_sweep(table, n, doc._seeds(conf, n, readings, None), prompts=idx, race=race)   # the doctor's search, screen (or race) included
                 null = tuple(x[idx] for x in zeros)   # the draft fed zeros: FEATURES_UNUSED is part of the decision
                 v, fs, rec = doc.decide(doc.Evidence(n, [], conf, sweep=sw, null=null))
                 res['tokens'] += sw.tokens / trials
@@ -90,30 +90,33 @@ def main(argv=None):
     ap.add_argument('--trials', type=int, default=200); ap.add_argument('--pool', type=int, default=200)
     ap.add_argument('--pairs', nargs='*', default=list(PAIRS))
     ap.add_argument('--merge', action='store_true', help='keep the stored results of the pairs not named in --pairs')
+    ap.add_argument('--race', action='store_true', help='race the candidates (successive elimination) at these sizes too, as the deep search does; '
+                    'writes doctor_calibration_race.{json,md}')
     a = ap.parse_args(argv)
-    from eagle3_workbench.loading import resolve_path
+    from eagle3_workbench.formats import resolve_path
     import eagle3_workbench.search as search, eagle3_workbench.stats as stats
     t0, pool, rows = time.perf_counter(), pool_prompts(a.pool), []
     for name in a.pairs:
         target, draft, trained = PAIRS[name]
         try: resolve_path(draft)
         except Exception as e: print(f"skipping {name}: {e}"); continue
-        rows += calibrate_pair(name, target, draft, trained, pool, a.trials)
+        rows += calibrate_pair(name, target, draft, trained, pool, a.trials, race=True if a.race else None)
     OUT.mkdir(exist_ok=True)
-    old = OUT/'doctor_calibration.json'
+    stem = 'doctor_calibration_race' if a.race else 'doctor_calibration'
+    old = OUT/f'{stem}.json'
     if a.merge and old.exists():   # keep the stored rows of the pairs not rerun
         done = {r['pair'] for r in rows}
         rows = [r for r in json.loads(old.read_text())['rows'] if r['pair'] not in done] + rows
     meta = dict(trials=a.trials, pool_prompts=len(pool), sizes=list(SIZES), alpha=stats.ALPHA, min_prompts=search.MIN_PROMPTS,
-                min_tokens=search.MIN_TOKENS, seconds=round(time.perf_counter() - t0))
-    (OUT/'doctor_calibration.json').write_text(json.dumps(dict(meta=meta, rows=rows), indent=1) + '\n')
+                min_tokens=search.MIN_TOKENS, race=a.race, seconds=round(time.perf_counter() - t0))
+    (OUT/f'{stem}.json').write_text(json.dumps(dict(meta=meta, rows=rows), indent=1) + '\n')
     md = (f"# Doctor calibration\n\n{a.trials} random subsets of a pool of {len(pool)} held-out prompts per size; each subset gets the "
           f"doctor's search (`wiring_sweep`: every ascending triple plus chunk orders; from 32 prompts on explored on a screen of 8 prompts, "
-          f"its best 16 and the seeds scored on all) and decision (`decide`, Holm over the candidates at family-wise "
+          f"its best 16 and the seeds scored on all{'; with --race: raced block by block instead, survivors and seeds scored on all' if a.race else ''}) and decision (`decide`, Holm over the candidates at family-wise "
           f"{stats.ALPHA}, minimum evidence {search.MIN_PROMPTS} prompts and {search.MIN_TOKENS} tokens). Correctly wired: how often it says "
           f"miswired or unusable (false alarm). Planted faults: the fraction of subsets where it says miswired AND recommends the trained "
           f"layers (power). {meta['seconds']} s.\n\n" + table_md(rows, a.trials) + '\n')
-    (OUT/'doctor_calibration.md').write_text(md)
+    (OUT/f'{stem}.md').write_text(md)
     print(md)
 
 if __name__ == '__main__': main()

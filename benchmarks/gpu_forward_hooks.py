@@ -91,7 +91,8 @@ class SGLangNamed(torch.nn.Module):
 def wide_pair(args, device):
     import torch
     from transformers import LlamaConfig, AutoModelForCausalLM
-    from eagle3_workbench.draft import Eagle3Draft, DraftConfig
+    from eagle3_workbench.draft import Eagle3Draft
+    from eagle3_workbench.draft_config import DraftConfig
     from eagle3_workbench.conventions import default_resid_layers
     from eagle3_workbench.wiring import draft_config_edit
     h, heads, kv, hd = args.hidden, args.heads, args.kv_heads, args.hidden // args.heads

@@ -38,7 +38,8 @@ def _unit(s):
     return v
 
 # %% ../nbs/08_cli.ipynb #1cab204d
-from .engines import Engine, ENGINE_NAMES, SERVING, TRTLLM   # the standard library only: --help stays fast
+from .engine_rows import ENGINE_NAMES, SERVING, TRTLLM   # the standard library only: --help stays fast
+from .engines import Engine
 from .prompts import read_prompts, render_chats   # the standard library only too
 OPTION_OF = {'speculative_num_steps': '--steps', 'speculative_eagle_topk': '--topk', 'speculative_num_draft_tokens': '--num-draft-tokens',
              'top_p': '--top-p', 'temperature': '--temperature'}   # engine settings as the user typed them
@@ -72,7 +73,7 @@ def _load(a):
     rec = open_recording(a.recording)
     if a.draft is None and recorded_draft(rec) is None:
         raise ValueError(f"--recording {a.recording}: give --draft (the recording is of {rec.target.get('path')}, not a zoo target)")
-    return recorded_pair(rec, a.draft, engine=a.engine, threads=a.threads)
+    return recorded_pair(rec, a.draft, engine=a.engine, threads=a.threads, device=getattr(a, 'device', 'cpu'))
 
 def _prompts(a, pair=None)->list:
     "--prompts / --n-prompts, chats rendered by the target's chat template once `pair` is loaded; with --recording and no --prompts, the prompts it recorded."
@@ -128,7 +129,7 @@ def _run(a)->int:
 # %% ../nbs/08_cli.ipynb #cd63018b
 def _wiring_target(a)->tuple:
     "(N, target model_type) from --target or --n-layers."
-    from eagle3_workbench.loading import read_config, resolve_path
+    from eagle3_workbench.formats import read_config, resolve_path
     from eagle3_workbench.target import text_config
     if a.target is None:
         if a.n_layers is None: raise ValueError("give the target's layer count: --n-layers N or --target DIR")
@@ -141,7 +142,7 @@ def _wiring_target(a)->tuple:
 # %% ../nbs/08_cli.ipynb #6606fdf7
 def _wiring(a)->int:
     from dataclasses import asdict
-    from eagle3_workbench.loading import read_draft
+    from eagle3_workbench.formats import read_draft
     from eagle3_workbench.wiring import engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note
     from eagle3_workbench.variants import variant_problems
     if a.trtllm_layers is not None and a.engine is None: a.engine = Engine.named(TRTLLM)
@@ -187,7 +188,7 @@ def _diagnose(a)->int:
         from eagle3_workbench.sglang.readers import read_capture
         deployment = read_capture(a.deployment).records
     from eagle3_workbench.doctor import diagnose
-    from eagle3_workbench.draft import ModelLoadError
+    from eagle3_workbench.draft_config import ModelLoadError
     try: pair = _load(a)
     except ModelLoadError as e:   # a fault of the draft's own checkpoint: a diagnosis (unusable), not a bad-input error
         if e.code is None: raise
@@ -205,7 +206,8 @@ def _diagnose(a)->int:
 
 # %% ../nbs/08_cli.ipynb #22412f8f
 def _record(a)->int:
-    from eagle3_workbench.loading import load_target, read_config, resolve_path, read_draft, load_draft
+    from eagle3_workbench.loading import load_target, load_draft
+    from eagle3_workbench.formats import read_config, resolve_path, read_draft
     from eagle3_workbench.recording import record
     from eagle3_workbench.threads import apply_threads
     prompts = _prompts(a)
@@ -365,6 +367,7 @@ def _diagnose_parser(sub):
     d.add_argument('--deployment-prompt', help='the prompt that deployment served (text), to match its token ids')
     d.add_argument('--algorithm', default='EAGLE3', help='the --speculative-algorithm the draft is served with')
     d.add_argument('--no-accept', action='store_true', help='skip measuring chain accept length before/after')
+    d.add_argument('--device', default='cpu', help="with --recording: where the draft computes (cuda: on a GPU, in the recording's precision)")
     d.add_argument('--json', action='store_true')
     d.set_defaults(func=_diagnose)
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import html, json
 from dataclasses import dataclass, asdict
 from .conventions import default_resid_layers, AUX_KEY, FIELDS
-from .engines import Engine, RECOMMENDED_IDS, NAMED, served_as, from_resid
+from .engine_rows import RECOMMENDED_IDS, NAMED
+from .engines import Engine, served_as, from_resid
 from .wiring import draft_config_edit, ConfigEdit
 from .findings import Finding, by_severity, DRAFT_FAULTS, SEVERITIES
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
 from .conventions import default_resid_layers
-from .engines import Engine, EDITABLE, DEFAULT_ENGINE
+from .engine_rows import EDITABLE, DEFAULT_ENGINE
+from .engines import Engine
 from .wiring import engine_readings
 from .findings import Finding, DRAFT_FAULTS
 from .variants import computing, trained_math
@@ -174,9 +175,9 @@ def _with_embedding(draft, weight:torch.Tensor):
 def _embedding_choice(pair, table:AgreementTable, wiring, engine:Engine)->list:
     "DRAFT_EMBED_DIVERGES when the shipped embedding differs from the target's: the engine's choice against the other, paired."
     w, te = getattr(pair.draft, 'shipped_embedding', None), target_parts(pair.target)['embed'].weight.detach()
-    if w is None or wiring is None or te.shape != w.shape or torch.equal(te.to(w.dtype), w): return []
-    shipped = bool(torch.equal(pair.draft.embed_tokens.weight.to(w.dtype), w))   # what the engine runs it with
-    other = agreement_table(table.rec, _with_embedding(pair.draft, (te if shipped else w).to(pair.draft.fc.weight.dtype)), table.seqs)
+    if w is None or wiring is None or te.shape != w.shape or torch.equal(te.to(w), w): return []
+    shipped = bool(torch.equal(pair.draft.embed_tokens.weight.to(w), w))   # what the engine runs it with
+    other = agreement_table(table.rec, _with_embedding(pair.draft, (te if shipped else w).to(pair.draft.fc.weight)), table.seqs)
     (fa, ha), (fb, hb) = table.score(wiring), other.score(wiring)
     g, se, z = (float(x) for x in paired_gain(fb, fa, table.positions))   # what the other choice gains
     n = table.positions.sum()

@@ -8,7 +8,7 @@ import gzip, io, re
 from pathlib import Path
 import torch
 from .loading import unloadable_reason
-from .formats import FP8_DTYPES
+from .loading import FP8_DTYPES
 
 # %% auto #0
 __all__ = ['read_specforge_dump', 'read_speculators_dump', 'dump_format', 'read_dump']

@@ -11,7 +11,8 @@ import torch
 from .records import RAW_PASS, RAW_PROCESS
 from .layouts import rank_place, rank_key
 from .findings import Finding
-from .loading import resolve_path, read_config, weight_files, load_state_dict, load_tokenizer
+from .loading import load_state_dict, load_tokenizer
+from .formats import resolve_path, read_config, weight_files
 from .recording import RecordingWriter, Recording, new_request, new_manifest, open_recording
 
 # %% auto #0

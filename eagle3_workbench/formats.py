@@ -4,16 +4,17 @@
 
 # %% ../nbs/01a_formats.ipynb #4273dc78
 from __future__ import annotations
-import json, warnings
-from dataclasses import dataclass
+import json, struct, warnings
+from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
-import torch
 from .conventions import TRAINERS
-from .draft import ModelLoadError, DraftConfig
+from .draft_config import ModelLoadError, DraftConfig
+from .target import zoo_root
 
 # %% auto #0
-__all__ = ['PICKLED', 'FP8_DTYPES', 'Provenance', 'some_of', 'detect_provenance', 'flatten_config', 'canonical_keys', 'lacks',
-           'dequantize']
+__all__ = ['PICKLED', 'Provenance', 'some_of', 'detect_provenance', 'flatten_config', 'canonical_keys', 'lacks', 'resolve_path',
+           'ConfigDict', 'read_config', 'weight_files', 'weight_names', 'DraftSource', 'read_draft']
 
 # %% ../nbs/01a_formats.ipynb #79f4eda0
 @dataclass
@@ -164,61 +165,102 @@ def lacks(missing:list, # canonical names of the weights the draft expects and t
                 f"weights for layers {gone} ({written}): the engines would run them untrained")
     return f"{path}: checkpoint lacks {missing} ({written})"
 
-# %% ../nbs/01a_formats.ipynb #11c1ac6c
-FP8_DTYPES = tuple(getattr(torch, n) for n in ('float8_e4m3fn', 'float8_e5m2', 'float8_e4m3fnuz', 'float8_e5m2fnuz') if hasattr(torch, n))   # the FP8 dtypes this torch has
-_SCALES = ('weight_scale', 'weight_scale_inv')
-_ACT_SCALES = ('input_scale', 'output_scale', 'k_scale', 'v_scale')
-_UNSUPPORTED_Q = ('weight_scale_2', 'weight_global_scale', 'weight_zero_point', 'weight_packed', 'weight_shape', 'weight_g_idx',
-                  'qweight', 'qzeros', 'scales', 'g_idx')
+# %% ../nbs/01a_formats.ipynb #9766366f
+def resolve_path(path)->Path:
+    "Turn `zoo:NAME` or a directory path into a directory, with a clear error when it does not exist."
+    s = str(path)
+    zoo = s.startswith('zoo:')
+    p = zoo_root()/s[4:] if zoo else Path(s).expanduser()
+    if not p.exists():
+        has = f" (zoo has: {sorted(x.name for x in zoo_root().iterdir() if x.is_dir())})" if zoo and zoo_root().exists() else ''
+        raise ModelLoadError(f"{s}: no such model directory{has}")
+    return p
 
-def _block_size(config:dict)->tuple|None:
-    "The FP8 block size [rows, cols] a config declares: `quantization_config.weight_block_size`, or compressed-tensors' `block_structure`."
-    q = config.get('quantization_config') or {}
-    if b := q.get('weight_block_size'): return tuple(b)
-    groups = [g for g in (q.get('config_groups') or {}).values() if isinstance(g, dict)]
-    found = [tuple(s) for g in groups if (s := (g.get('weights') or {}).get('block_structure'))]
-    return found[0] if found else None
+# %% ../nbs/01a_formats.ipynb #cebad18c
+class ConfigDict(dict):
+    "A parsed config.json that remembers its file (`source`), so errors about its keys found later can name it."
+    source = None
 
-def _scale_grid(w, s, block, name:str, src)->torch.Tensor:
-    "A scale tensor broadcastable to `w`: one per tensor, one per output channel, or one per [b0, b1] block; anything else refused."
-    s = s.float()
-    if s.numel() == 1: return s.reshape(())
-    if w.dim() != 2: raise ModelLoadError(f"{src}: {name} has shape {tuple(s.shape)} for a {w.dim()}-D weight: expected one scale")
-    out, inp = w.shape
-    if tuple(s.shape) in ((out,), (out, 1)): return s.reshape(out, 1)
-    if s.dim() == 2:
-        if block is None:
-            raise ModelLoadError(f"{src}: {name} has shape {tuple(s.shape)}, a block grid, but config.json has no quantization_config.weight_block_size")
-        b0, b1 = block
-        if tuple(s.shape) != (-(-out // b0), -(-inp // b1)):
-            raise ModelLoadError(f"{src}: {name} has shape {tuple(s.shape)}, expected ({-(-out // b0)}, {-(-inp // b1)}) "
-                                 f"for a {out}x{inp} weight in {b0}x{b1} blocks")
-        return s.repeat_interleave(b0, 0)[:out].repeat_interleave(b1, 1)[:, :inp]
-    raise ModelLoadError(f"{src}: {name} has shape {tuple(s.shape)} for a weight of shape {tuple(w.shape)}: "
-                         f"expected one scale, one per output channel, or one per block")
+def read_config(path, # a model directory or a config.json file
+               )->dict: # the parsed config (a `ConfigDict`)
+    "Read `config.json` with errors that name the file and what was expected."
+    path = Path(path)
+    f = path/'config.json' if path.is_dir() else path
+    if not f.exists(): raise ModelLoadError(f"{f}: no config.json found (expected a Hugging Face model directory)")
+    try: cfg = json.loads(f.read_text())
+    except json.JSONDecodeError as e: raise ModelLoadError(f"{f}: not valid JSON ({e})") from None
+    except (OSError, UnicodeDecodeError) as e: raise ModelLoadError(f"{f}: cannot be read as text ({type(e).__name__})") from None
+    if not isinstance(cfg, dict): raise ModelLoadError(f"{f}: expected a JSON object, got {type(cfg).__name__}")
+    cfg = ConfigDict(cfg); cfg.source = str(f)
+    return cfg
 
-# %% ../nbs/01a_formats.ipynb #9583d4e6
-def dequantize(sd:dict, # weight name -> tensor, as read from the files
-               config:dict, # the draft's config.json (its `quantization_config` gives the block size)
-               source='weights', # named in errors
-              )->tuple: # (state dict with float32 weights where FP8 was, one-line note or '')
-    "FP8 weights multiplied by their scales; activation scales set aside and named; every other quantized layout refused."
-    block, out, done, act = _block_size(config), dict(sd), [], []
-    for k in list(sd):
-        leaf = k.rsplit('.', 1)[-1]
-        if leaf in _UNSUPPORTED_Q:
-            raise ModelLoadError(f"{source}: {k}: quantization with {leaf} is not supported; expected FP8 weights with weight_scale or weight_scale_inv")
-        if leaf in _ACT_SCALES: act.append(k); del out[k]
-        elif leaf in _SCALES:
-            w = k[:-len(leaf)] + 'weight'
-            if w not in sd: raise ModelLoadError(f"{source}: {k} scales {w}, which the checkpoint does not have")
-            if sd[w].dtype not in FP8_DTYPES: raise ModelLoadError(f"{source}: {k} scales {w}, which is {sd[w].dtype}, expected an FP8 tensor")
-            out[w] = sd[w].float() * _scale_grid(sd[w], sd[k], block, k, source)
-            del out[k]; done.append(f"{w} ({leaf})")
-    if left := [k for k, v in out.items() if v.dtype in FP8_DTYPES]:
-        raise ModelLoadError(f"{source}: {left[0]} is {out[left[0]].dtype} with no weight_scale or weight_scale_inv: its values cannot be read without one")
-    note = f"dequantized {len(done)} FP8 weight{'s' * (len(done) != 1)}: {some_of(done, 2)}" if done else ''
-    if act:
-        note += ('; ' if note else '') + f"{len(act)} activation/KV-cache scales not used (this draft runs unquantized activations): {some_of(act, 2)}"
-        warnings.warn(f"{source}: {note}")
-    return out, note
+# %% ../nbs/01a_formats.ipynb #a400e0df
+def _safetensors_header(f:Path)->dict:
+    "Parse and sanity-check a safetensors header without loading tensors."
+    size = f.stat().st_size
+    with open(f, 'rb') as fh:
+        raw = fh.read(8)
+        if len(raw) < 8: raise ModelLoadError(f"{f}: truncated safetensors file ({size} bytes)")
+        n = struct.unpack('<Q', raw)[0]
+        if n > size - 8: raise ModelLoadError(f"{f}: truncated safetensors file (header says {n} bytes, file has {size})")
+        try: header = json.loads(fh.read(n))
+        except Exception as e: raise ModelLoadError(f"{f}: malformed safetensors header ({e})") from None
+    end = max((v['data_offsets'][1] for k,v in header.items() if k != '__metadata__'), default=0)
+    if 8 + n + end > size: raise ModelLoadError(f"{f}: truncated safetensors file (tensors need {8+n+end} bytes, file has {size})")
+    return header
+
+def weight_files(path, # model directory
+                )->list: # the weight files, checked
+    "List a directory's weight files (single or sharded safetensors, or a `.bin`/`.pt`), checking shards exist and are whole."
+    path = Path(path)
+    index = path/'model.safetensors.index.json'
+    if index.exists():
+        try: wm = json.loads(index.read_text())['weight_map']
+        except Exception as e: raise ModelLoadError(f"{index}: malformed index, expected a 'weight_map' object ({e})") from None
+        files = [path/s for s in sorted(set(wm.values()))]
+        for f in files:
+            if not f.exists(): raise ModelLoadError(f"{index}: shard {f.name} is listed but missing")
+    else: files = sorted(path.glob('*.safetensors'))
+    if not files: files = sorted([*path.glob('pytorch_model*.bin'), *path.glob('*.pt'), *path.glob('*.ckpt')])
+    if not files: raise ModelLoadError(f"{path}: no weights found (expected *.safetensors, pytorch_model.bin or *.pt)")
+    for f in files:
+        if f.suffix == '.safetensors': _safetensors_header(f)
+    return files
+
+# %% ../nbs/01a_formats.ipynb #ae0ec6c4
+def weight_names(files)->list:
+    "Weight names from safetensors headers, without reading a tensor; pickled files show theirs only when loaded."
+    return [k for f in files if Path(f).suffix == '.safetensors' for k in _safetensors_header(Path(f)) if k != '__metadata__']
+
+@dataclass
+class DraftSource:
+    "A draft checkpoint read once, at the door: config.json as written, its weight files and names, and who wrote it."
+    path: Path              # the draft directory
+    raw: dict               # config.json as written (a `ConfigDict`: errors about its keys name the file)
+    files: list             # the weight files, checked whole ([] when read without weights)
+    names: list             # the weight names (a pickled file's show only when it is loaded)
+    provenance: Provenance  # who wrote it, and the evidence
+
+    @cached_property
+    def config(self)->DraftConfig:
+        "The config as its trainer meant it; a ValueError naming the file and key when it cannot be parsed."
+        src = getattr(self.raw, 'source', None) or str(self.path/'config.json')
+        c = DraftConfig.from_dict(flatten_config(self.raw, self.provenance, src), source=src, trainer=self.provenance.trainer)
+        c.raw = self.raw   # the config as written: wiring and the doctor read its ids where the trainer put them
+        return c
+
+    def with_names(self, names:list)->DraftSource:
+        "The same checkpoint with the weight names a loaded pickle showed: who wrote it is decided again."
+        return replace(self, names=list(names), provenance=detect_provenance(self.raw, names, self.files))
+
+def read_draft(path, # draft directory or `zoo:NAME`; with `weights=False` also a config.json file
+               weights:bool=True, # False: weights are optional (`wiring` reads the config alone)
+              )->DraftSource:
+    "A draft checkpoint as its trainer wrote it; errors name the file and key, before any tensor is read."
+    path = resolve_path(path) if weights or str(path).startswith('zoo:') else Path(path).expanduser()   # a lone config.json: read_config names it
+    raw, folder = read_config(path), (path if path.is_dir() else path.parent)
+    there = path.is_dir() and (any(path.glob('*.safetensors')) or (path/'model.safetensors.index.json').exists())
+    files = weight_files(folder) if weights or there else []
+    src = DraftSource(folder, raw, files, weight_names(files), detect_provenance(raw, weight_names(files), files))
+    if weights: src.config   # a config error before any tensor is read
+    return src

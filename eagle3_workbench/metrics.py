@@ -82,7 +82,8 @@ def reported(definition:Definition, # what the number means (`Definition`; print
 # %% ../nbs/04f_metrics.ipynb #2fb8ae6f
 import torch
 from dataclasses import dataclass, field
-from .engines import Engine, ENGINE_FACTS, VARIANT_SUPPORT, model_file, version_tuple
+from .engine_rows import ENGINE_FACTS, VARIANT_SUPPORT
+from .engines import Engine, model_file, version_tuple
 from .findings import Finding
 from .stats import paired_change, unpaired_change
 

@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from statistics import NormalDist
-from .engines import Engine, SGLANG
+from .engine_rows import SGLANG
+from .engines import Engine
 from .findings import Finding
 from .stats import bootstrap_ci, wilson
 from .prompts import read_prompts, render_chats

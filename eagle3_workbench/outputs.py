@@ -8,7 +8,8 @@ import ast, json, math, re
 from datetime import datetime, timedelta
 from dataclasses import dataclass, field, replace, asdict
 import torch
-from .engines import Engine, SGLANG, VLLM
+from .engine_rows import SGLANG, VLLM
+from .engines import Engine
 from .stats import pooled_mean, within_slopes, slope_se, t_quantile
 from .texts import text_and_name
 from .sglang.log import read_server_log

@@ -458,9 +458,12 @@ def recorded_draft(rec:Recording)->str|None:
 def recorded_pair(recording, # a `Recording`, or a recording folder
                   draft=None, # the draft directory or `zoo:NAME`; default: the zoo draft of a recording of a zoo target
                   engine=None, # whose reading of the draft config decides the wiring (None: the default engine)
-                  dtype=torch.float32, threads:int|None=None, tokenizer=None):
+                  dtype=torch.float32, threads:int|None=None, tokenizer=None,
+                  device:str='cpu', # where the draft computes; another (e.g. 'cuda') loads it there in the recording's precision
+                 ):
     "A `Pair` whose target is a recording: the draft loaded with what the recording kept, wired as `engine` reads it."
-    from eagle3_workbench.loading import read_draft, load_draft, load_tokenizer, Pair
+    from eagle3_workbench.loading import load_draft, load_tokenizer, Pair
+    from eagle3_workbench.formats import read_draft
     from eagle3_workbench.wiring import resolve_wiring
     from eagle3_workbench.threads import apply_threads
     rec = recording if isinstance(recording, Recording) else open_recording(recording)
@@ -469,7 +472,11 @@ def recorded_pair(recording, # a `Recording`, or a recording folder
     src = read_draft(draft)
     _draft_fits(rec, src)
     chosen = apply_threads(rec.hidden_size, threads)
+    if device != 'cpu':
+        if str(device).startswith('cuda') and not torch.cuda.is_available(): raise ValueError(f"--device {device}: no CUDA GPU is visible")
+        dtype = getattr(torch, rec.manifest.get('dtype', 'float32'))
     dr, report = load_draft(src, target=rec.stand_in(dtype), dtype=dtype)
+    dr.to(device)
     if tokenizer is None and rec.folder is not None and (rec.folder/'tokenizer').is_dir(): tokenizer = load_tokenizer(rec.folder/'tokenizer')
     if tokenizer is None: tokenizer = rec.tokenizer_object   # an in-memory recording keeps the tokenizer it was made with
     if tokenizer is not None and rec.manifest.get('tokenizer') and tokenizer_identity(tokenizer) != rec.manifest['tokenizer']:

@@ -47,7 +47,7 @@ def check_report_input(out, # the HTML file to write
         if isinstance(v, str) and not v.startswith('zoo:') and not Path(v).expanduser().exists():
             raise ReportError(f"parameter {k}: {v}: no such file or directory", bad_input=True)
     try:   # the model configs and the recording's manifest (cheap; weights and shards are read in the kernel)
-        from eagle3_workbench.loading import read_config, resolve_path
+        from eagle3_workbench.formats import read_config, resolve_path
         from eagle3_workbench.recording import is_recording
         if (k := 'recording') in parameters and parameters[k] is not None and not is_recording(parameters[k]):
             raise ValueError(f"{parameters[k]}: not a recording folder (no recording manifest.json; `record --out DIR` writes one)")

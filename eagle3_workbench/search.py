@@ -12,13 +12,14 @@ from .draft import DraftCache
 from .teacher import ttt_forward
 from .recording import Recording
 from .scores import kept_scores, read_kept, keep_scores
-from .stats import paired_change, paired_gain, beats, tied, holm_threshold, tokens_to_separate, ALPHA
+from .stats import (paired_change, paired_gain, beats, tied, holm_threshold, tokens_to_separate, ALPHA,
+                                    race_blocks, race_survivors)
 from .variants import served_draft
 
 # %% auto #0
 __all__ = ['MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'SCREEN_FROM', 'FINALISTS',
-           'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'Sweep', 'wiring_sweep',
-           'enough_evidence', 'sweep_rows', 'variant_impact']
+           'RACE_FROM_WIDTH', 'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'Race', 'Sweep',
+           'wiring_sweep', 'enough_evidence', 'sweep_rows', 'variant_impact']
 
 # %% ../nbs/04_search.ipynb #b5f000d8
 class AgreementTable:
@@ -32,7 +33,8 @@ class AgreementTable:
         P = [rec.prompt_len(i) for i in seqs]
         if not seqs or all(p < 2 for p in P): raise ValueError("the prompts give no position to score: a prompt needs 2 tokens")
         self.positions = torch.tensor([max(p - 1, 0) for p in P], dtype=torch.float64)   # [m] positions scored
-        self.dtype, c = next(draft.parameters()).dtype, draft.config
+        w, c = next(draft.parameters()), draft.config
+        self.dtype, self.device = w.dtype, w.device   # the draft's precision and device: features are made in them
         cols = self._columns(draft.to_target_ids(torch.arange(c.draft_vocab_size, device=draft.d2t.device)).cpu())
         self.split = c.use_aux_hidden_state and not c.norm_before_fc   # fc is a sum over chunks
         order, i = sorted(range(len(seqs)), key=lambda i: P[i]), 0
@@ -47,7 +49,8 @@ class AgreementTable:
                 x[r, :n], greedy[r, :n - 1] = rec.tokens(s)[:n], rec.greedy(s)[1:n]   # position t+1: what the draft at t predicts
                 p[r, :n - 1] = rec.logits(s)[1:n][:, cols].float().softmax(-1)
             valid = torch.arange(T - 1)[None] < torch.tensor([P[q] - 1 for q in idx])[:, None]
-            self.batches.append(dict(idx=torch.tensor(idx), x=x, greedy=greedy, p=p, valid=valid, rows=[(seqs[q], P[q]) for q in idx]))
+            on = lambda t: t.to(self.device)
+            self.batches.append(dict(idx=torch.tensor(idx), x=on(x), greedy=on(greedy), p=on(p), valid=on(valid), rows=[(seqs[q], P[q]) for q in idx]))
             i = j
         self.group = max(1, min(16, (256 << 20) // max(1, 12 * max(b['x'].numel() for b in self.batches) * len(cols))))   # wirings per forward
 
@@ -72,9 +75,9 @@ class AgreementTable:
         "resid[k] of one batch, read from the recording on first use."
         def make():
             B = self.batches[b]
-            out = torch.zeros(*B['x'].shape, self.rec.hidden_size, dtype=self.dtype)
+            out = torch.zeros(*B['x'].shape, self.rec.hidden_size, dtype=self.dtype, device=self.device)
             if k is not None:
-                for r, (s, n) in enumerate(B['rows']): out[r, :n] = self.rec.resid(k, s)[:n].to(self.dtype)
+                for r, (s, n) in enumerate(B['rows']): out[r, :n] = self.rec.resid(k, s)[:n].to(self.device, self.dtype)
             return out
         return self._keep(('layer', b, k), make)
 
@@ -106,13 +109,13 @@ class AgreementTable:
                 x, n = B['x'], len(ws)
                 T = x.shape[1]
                 h = torch.cat([self._fc(b, w) for w in ws])
-                ids, pos = F.pad(x[:, 1:], (0, 1)).repeat(n, 1), torch.arange(T).expand(n * x.shape[0], T)
-                logits = d.compute_logits(d.layer(h, ids, pos, DraftCache(), torch.full((T, T), float('-inf')).triu(1)))[:, :-1]
-                logits = logits.view(n, *B['p'].shape)
+                ids, pos = F.pad(x[:, 1:], (0, 1)).repeat(n, 1), torch.arange(T, device=x.device).expand(n * x.shape[0], T)
+                logits = d.compute_logits(d.layer(h, ids, pos, DraftCache(), torch.full((T, T), float('-inf'), device=x.device).triu(1)))[:, :-1]
+                logits = logits.view(n, *B['p'].shape).float()   # the fit summed in float32 whatever the draft computes in
                 top, arg = logits.max(-1)   # sum_v p_v log q_v = sum_v p_v z_v - logsumexp(z), as sum_v p_v = 1
                 lse = top + (logits - top[..., None]).exp_().sum(-1).log_()
-                fit[:, B['idx']] = ((torch.einsum('btv,nbtv->nbt', B['p'], logits) - lse) * B['valid']).sum(-1).double()
-                hits[:, B['idx']] = ((d.to_target_ids(arg) == B['greedy']) & B['valid']).sum(-1).double()
+                fit[:, B['idx']] = ((torch.einsum('btv,nbtv->nbt', B['p'], logits) - lse) * B['valid']).sum(-1).double().cpu()
+                hits[:, B['idx']] = ((d.to_target_ids(arg) == B['greedy']) & B['valid']).sum(-1).double().cpu()
             for i, w in enumerate(ws): self.rows[w] = fit[i], hits[i]; keep_scores(self, w)
         return [self.rows[tuple(w)] for w in wirings]
 
@@ -134,8 +137,8 @@ class AgreementTable:
             x, T = B['x'], B['x'].shape[1]
             for k, logits in enumerate(ttt_forward(draft, self.features(b, wiring), x, steps)):
                 ok = B['valid'][:, k:]
-                hits[B['idx'], k] = ((draft.to_target_ids(logits[:, :T - 1 - k].argmax(-1)) == B['greedy'][:, k:]) & ok).sum(1).double()
-                pos[B['idx'], k] = ok.sum(1).double()
+                hits[B['idx'], k] = ((draft.to_target_ids(logits[:, :T - 1 - k].argmax(-1)) == B['greedy'][:, k:]) & ok).sum(1).double().cpu()
+                pos[B['idx'], k] = ok.sum(1).double().cpu()
         return hits, pos
 
 # %% ../nbs/04_search.ipynb #e962ebf3
@@ -156,12 +159,12 @@ EXHAUSTIVE_LIMIT = 1000   # every ascending choice up to this many (N = 19 for 3
 STARTS = ('configured', 'trained (dump)', 'engines default')   # the seeds a coordinate search starts from
 PASSES, STRIDE, RADIUS = 3, 2, 2   # coordinate search: passes at most; the first pass's layer stride; later passes' window
 SCREEN_FROM, FINALISTS = 32, 16   # from 32 prompts (4 x MIN_PROMPTS) on, MIN_PROMPTS of them explore; the best 16 are scored in full
+RACE_FROM_WIDTH = 1024   # a coordinate search races its candidates (`Race`) from this target width on, where a draft step is dear
 
 def _best_in(score, w:tuple, c:int, layers, add)->tuple:
     "The best wiring when chunk `c` of `w` takes each of `layers` with the others fixed (`w` itself among them)."
     cands = [v for v in (w[:c] + (k,) + w[c+1:] for k in layers) if add(v, 'coordinate search')]
-    score.many(cands)   # scored together, one batch
-    return max(cands, key=score, default=w)
+    return score.top(cands) if cands else w   # scored together, one batch (or raced)
 
 def _coordinate(score, starts:list, top:int, add, passes:int=PASSES, stride:int=STRIDE, radius:int=RADIUS)->tuple:
     "Coordinate search over resid[0..top]: a first pass from each start, then local passes from the best so far; the best wiring."
@@ -169,7 +172,7 @@ def _coordinate(score, starts:list, top:int, add, passes:int=PASSES, stride:int=
         for c in range(len(w)):
             w = _best_in(score, w, c, range(w[c] % stride, top + 1, stride), add)
             w = _best_in(score, w, c, range(w[c] - stride + 1, w[c] + stride), add)
-    w = max(score.memo, key=score.memo.get)   # the best wiring evaluated so far: the seeds and every start's end
+    w = score.top(list(score.memo))           # the best wiring evaluated so far: the seeds and every start's end
     for _ in range(passes - 1):               # later passes: each chunk within `radius` layers, until none moves
         before = w
         for c in range(len(w)): w = _best_in(score, w, c, range(w[c] - radius, w[c] + radius + 1), add)
@@ -186,6 +189,7 @@ class _Memo:
     def __call__(self, w)->float:
         if w not in self.memo: self.memo[w] = float(self.fit(w).sum())
         return self.memo[w]
+    def top(self, ws): self.many(ws); return max(ws, key=self)
 
 def screen_prompts(m:int)->list|None:
     "The prompts the search explores with: MIN_PROMPTS of m, evenly spread, or None (all of them) below SCREEN_FROM prompts."
@@ -202,6 +206,7 @@ def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `Agreem
                    explore=None, # (fit, fit_many) on the screen prompts: the search explores with it; `fit` scores the finalists
                    finalists:int=FINALISTS, # with `explore`: how many of the best explored wirings are scored in full
                    layers=None, # the resid indices a candidate may use (a recording of some layers); default all up to `top`
+                   race=None, # a `Race` on the prompts: the search explores with it and its survivors (and the seeds) are scored in full
                   )->tuple: # ({wiring: label} to score in full, in the order tried; how it searched; how many wirings it explored)
     "The candidate wirings: every ascending choice for small N, else a coordinate search; then every chunk order of the seeds and of the best."
     tried, top = {}, n_layers - 1 if top is None else top
@@ -212,7 +217,7 @@ def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `Agreem
         if ok and w not in tried: tried[w] = label
         return ok
     seeds = {k: tuple(w) for k, w in seeds.items() if add(w, k)}
-    look = _Memo(*explore) if explore else _Memo(fit, fit_many)
+    look = race if race is not None else _Memo(*explore) if explore else _Memo(fit, fit_many)
     if math.comb(len(usable), num_aux) <= exhaustive_limit:
         how = f"every ascending choice of {num_aux} of resid[0..{top}]" if len(usable) == top + 1 else \
               f"every ascending choice of {num_aux} of the recorded resid{sorted(usable)}"
@@ -222,15 +227,54 @@ def search_wirings(fit, # wiring -> per-prompt fit, higher is better (an `Agreem
         begin = list(dict.fromkeys(w for k, w in seeds.items() if k in starts)) or list(dict.fromkeys(seeds.values()))
         _coordinate(look, begin, top, add)
         how = f"coordinate search over resid[0..{top}] from {len(begin)} start(s)"
-    look.many(list(tried))
-    best = max(tried, key=look)
+    best = look.top(list(tried))
     for label, w in list(seeds.items()) + [('best', best)]:
         for p in itertools.permutations(w): add(p, f"chunk order of {label}")
     look.many(list(tried))
     how += ", and the chunk orders of the seeds and the best"
+    if race is not None:
+        keep = set(seeds.values()) | set(race.race(list(tried)))
+        race.full(list(keep))
+        return ({w: l for w, l in tried.items() if w in keep}, how + f", raced on blocks of {race.sizes} prompts (dropped when the leader "
+                f"beats them past Bonferroni over rounds x rivals); {len(keep)} survivors and seeds scored on every prompt", len(tried))
     if not explore: return tried, how, len(tried)
     keep = set(seeds.values()) | set(sorted(tried, key=look, reverse=True)[:finalists])
     return {w: l for w, l in tried.items() if w in keep}, how + f", explored on a screen; its best {finalists} and the seeds scored on every prompt", len(tried)
+
+# %% ../nbs/04_search.ipynb #a9d3c102
+class Race:
+    "Per wiring its (fit, hits) on each block of prompts scored so far; `race` drops the clearly worse ones block by block."
+    def __init__(self, blocks:list, # per block, wirings -> their per-prompt (fit, hits) on that block's prompts
+                 positions:list, # per block, the [n] positions of its prompts
+                 alpha:float=ALPHA):
+        self.blocks, self.positions, self.alpha, self.rows, self.memo = blocks, positions, alpha, {}, {}
+        self.sizes = ', '.join(str(len(p)) for p in positions)
+    def _upto(self, ws, n:int):
+        "Every wiring of `ws` scored on the first n blocks (each block a batch of the wirings that lack it)."
+        ws = list(dict.fromkeys(tuple(w) for w in ws))
+        for b in range(n):
+            if new := [w for w in ws if len(self.rows.setdefault(w, [])) == b]:
+                for w, r in zip(new, self.blocks[b](new)): self.rows[w].append(r)
+        for w in ws: self.memo.setdefault(w, float(self.rows[w][0][0].sum() / self.positions[0].sum().clamp_min(1)))
+    def many(self, ws): self._upto(ws, 1)   # the first block: every candidate's fit on the same prompts
+    def __call__(self, w)->float: self._upto([w], 1); return self.memo[tuple(w)]
+    def fit(self, w, n:int)->torch.Tensor: return torch.cat([f for f, _ in self.rows[tuple(w)][:n]])
+    def race(self, ws)->list: # the survivors, best first
+        "Successive elimination over the blocks: score the survivors on the next block, drop those the leader beats."
+        alive, R = list(dict.fromkeys(tuple(w) for w in ws)), len(self.blocks)
+        K = len(alive)
+        for r in range(R):
+            self._upto(alive, r + 1)
+            keep = race_survivors(torch.stack([self.fit(w, r + 1) for w in alive]), torch.cat(self.positions[:r + 1]), R,
+                                  K - 1, self.alpha)
+            alive = [alive[i] for i in keep]
+            if len(alive) == 1: break
+        return alive
+    def top(self, ws): return self.race(ws)[0]
+    def full(self, ws): self._upto(ws, len(self.blocks))
+    def row(self, w)->tuple: # (fit [m], hits [m]) on every prompt, in block order
+        self.full([w]); r = self.rows[tuple(w)]
+        return torch.cat([f for f, _ in r]), torch.cat([h for _, h in r])
 
 # %% ../nbs/04_search.ipynb #28aeea46
 @dataclass
@@ -298,20 +342,28 @@ def wiring_sweep(table:AgreementTable, n_layers:int, seeds:dict, # label -> wiri
                  screen:bool=True, # explore on `screen_prompts` when there are enough prompts, score the finalists on all
                  prompts:list|None=None, # search on these of the table's prompts (the calibration's subsets), from its kept scores
                  layers=None, # the resid indices candidates may use (default: every one up to `top`)
+                 race:bool|None=None, # race the candidates (`Race`); None: a coordinate search (a deep target) from RACE_FROM_WIDTH on
                 )->Sweep:
     "Search the wirings on the table's prompts: one draft step per candidate, several candidates a batch."
     idx = list(range(len(table.seqs))) if prompts is None else [int(i) for i in prompts]
-    sidx = screen_prompts(len(idx)) if screen else None
+    top_ = n_layers - 1 if top is None else top
+    usable = len([k for k in (range(top_ + 1) if layers is None else layers) if 0 <= k <= top_])
+    deep = math.comb(usable, table.draft.config.num_aux) > exhaustive_limit
+    race = deep and table.rec.hidden_size >= RACE_FROM_WIDTH if race is None else race
+    sidx = screen_prompts(len(idx)) if screen and not race else None
     if prompts is None:   # the doctor: the screen is a table of its own, so a screened wiring costs a fraction of a step
         full, look = table.score_many, sidx and table.sub(sidx).score_many
     else:                 # the calibration: every subset indexes the same kept per-prompt scores
         full = _indexed(table.score_many, idx)
         look = sidx and _indexed(full, sidx)
+    blocks = race_blocks(len(idx)) if race else []
+    on = (lambda b: table.sub(b).score_many) if prompts is None else (lambda b: _indexed(full, b))
+    rc = Race([on(b) for b in blocks], [table.positions[idx][b] for b in blocks]) if race else None
     fits = lambda many: (lambda w: many([w])[0][0], lambda ws: [f for f, _ in many(ws)])
     (fit, fit_many), explore = fits(full), look and fits(look)
     tried, how, explored = search_wirings(fit, n_layers, table.draft.config.num_aux, seeds, exhaustive_limit, top, fit_many=fit_many,
-                                          explore=explore, layers=layers)
-    rows = full(list(tried))
+                                          explore=explore, layers=layers, race=rc)
+    rows = [rc.row(w) for w in tried] if race else full(list(tried))
     return Sweep(list(tried), list(tried.values()), torch.stack([f for f, _ in rows]), torch.stack([h for _, h in rows]),
                  table.positions[idx], how, explored)
 

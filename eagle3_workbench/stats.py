@@ -9,8 +9,9 @@ from statistics import NormalDist
 import torch
 
 # %% auto #0
-__all__ = ['ALPHA', 'pooled_mean', 'bootstrap_ci', 'wilson', 'paired_change', 'unpaired_change', 'paired_gain', 'holm_threshold',
-           'beats', 'tied', 'tokens_to_separate', 'within_slopes', 'slope_se', 't_quantile']
+__all__ = ['ALPHA', 'RACE_FIRST', 'pooled_mean', 'bootstrap_ci', 'wilson', 'paired_change', 'unpaired_change', 'paired_gain',
+           'holm_threshold', 'beats', 'tied', 'tokens_to_separate', 'race_blocks', 't_tail', 'race_threshold',
+           'race_survivors', 'within_slopes', 'slope_se', 't_quantile']
 
 # %% ../nbs/00d_stats.ipynb #250be428
 def pooled_mean(groups:list, # one list of values per prompt or request
@@ -102,6 +103,43 @@ def tied(z:torch.Tensor, ref:int, family:int, alpha:float=ALPHA)->list:
 def tokens_to_separate(z:float, threshold:float, tokens:int)->int|None:
     "About how many more tokens would carry a paired z, at the same gain and spread per token, past `threshold` (None at z = 0)."
     return None if z == 0 else int(tokens * ((threshold / z) ** 2 - 1))
+
+# %% ../nbs/00d_stats.ipynb #a7c1e002
+RACE_FIRST = 4   # prompts in a race's first block: a paired z needs a spread over prompts
+
+def race_blocks(m:int, first:int=RACE_FIRST)->list:
+    "The prompts' blocks of a race over m prompts: [0, first), then doubling ([first, 2 first), ...), the last ending at m."
+    ends, e = [], first
+    while e < m: ends.append(e); e *= 2
+    ends.append(m)
+    return [list(range(a, b)) for a, b in zip([0] + ends[:-1], ends)]
+
+def t_tail(t:float, df:int)->float:
+    "P(T > t) for Student's t with integer df, exactly (Abramowitz & Stegun 26.7.3-4: a finite series in cos(atan(t / sqrt(df))))."
+    th = math.atan(abs(t) / math.sqrt(df)); c2, term, s = math.cos(th) ** 2, 1.0, 0.0
+    for k in range(1 if df % 2 else 0, df - 1, 2):   # odd df: 1, 3, .., df-2; even: 0, 2, .., df-2
+        term = (1.0 if k < 2 else term * (k - 1) / k * c2); s += term
+    inside = (2 / math.pi) * (th + math.sin(th) * math.cos(th) * s) if df % 2 else math.sin(th) * s   # P(|T| < t)
+    return (1 - inside) / 2 if t >= 0 else (1 + inside) / 2
+
+def race_threshold(rounds:int, rivals:int, prompts:int, alpha:float=ALPHA)->float:
+    "The one-sided paired t a leader's gain must pass to drop a rival after `prompts` prompts: Bonferroni over rounds x rivals."
+    p, lo, hi = alpha / max(1, rounds * rivals), 0.0, 1e4
+    if prompts < 2: return math.inf
+    for _ in range(200): lo, hi = (lo, (lo + hi) / 2) if t_tail((lo + hi) / 2, prompts - 1) < p else ((lo + hi) / 2, hi)
+    return hi
+
+def race_survivors(fit:torch.Tensor, # [K, m] per candidate and prompt, summed fit (higher is better), on the prompts seen so far
+                   positions:torch.Tensor, # [m] positions per prompt
+                   rounds:int, # the race's planned rounds
+                   rivals:int|None=None, # candidates raced minus one (default K - 1: none dropped yet)
+                   alpha:float=ALPHA)->list: # indices kept, the leader first
+    "The candidates a round keeps: the leader (best fit per position) and every one whose paired deficit to it does not pass `race_threshold`."
+    K = fit.shape[0]
+    lead = int((fit.sum(1) / positions.sum().clamp_min(1)).argmax())
+    _, _, z = paired_gain(fit[lead].expand_as(fit), fit, positions)   # the leader's gain over each
+    zt = race_threshold(rounds, K - 1 if rivals is None else rivals, fit.shape[1], alpha)
+    return [lead] + [i for i in range(K) if i != lead and not float(z[i]) > zt]
 
 # %% ../nbs/00d_stats.ipynb #ad45edc7
 def within_slopes(t, y, w, # [m] time, value and weight of each row (float64)

@@ -140,7 +140,8 @@ def modelopt_eagle_config()->dict:
 def random_draft(cfg:dict, # a draft config (`tiny_draft_config`)
                  seed:int=0):
     "A random-init draft with a real (sorted, in-range) vocabulary map."
-    from eagle3_workbench.draft import Eagle3Draft, DraftConfig
+    from eagle3_workbench.draft import Eagle3Draft
+    from eagle3_workbench.draft_config import DraftConfig
     torch.manual_seed(seed)
     d = Eagle3Draft(DraftConfig.from_dict(cfg))
     for p in d.parameters(): torch.nn.init.normal_(p, std=0.2)
@@ -174,7 +175,7 @@ def chat_target(path, # the folder to write
     "A copy of a zoo target whose tokenizer has `template` as its chat template, saved as transformers saves one."
     import shutil
     from transformers import AutoTokenizer
-    from eagle3_workbench.loading import resolve_path
+    from eagle3_workbench.formats import resolve_path
     src, path = resolve_path(source), Path(path)
     shutil.copytree(src, path, ignore=shutil.ignore_patterns('tokenizer*', 'training_dump'))
     tok = AutoTokenizer.from_pretrained(src)
@@ -192,7 +193,8 @@ def planted(edit_config=None, # a function that edits the config dict in place
     "A copy of a zoo draft with its config or weights changed (under `path`, default a new temporary folder), loaded as a pair."
     import shutil
     from safetensors.torch import load_file, save_file
-    from eagle3_workbench.loading import load_pair, resolve_path
+    from eagle3_workbench.loading import load_pair
+    from eagle3_workbench.formats import resolve_path
     d = Path(path or scratch())/'draft'
     shutil.copytree(resolve_path(draft), d, ignore=shutil.ignore_patterns('training_dump'))
     if edit_config:

@@ -5,12 +5,13 @@
 # %% ../nbs/01b_variants.ipynb #bd36f414
 from __future__ import annotations
 from dataclasses import replace
-from typing import NamedTuple
-import torch
+from typing import NamedTuple, TYPE_CHECKING
 from .conventions import TRAINERS, TRAINER_ROWS, AUX_KEY, FIELDS
-from .engines import Engine, READINGS
-from .draft import DraftConfig, Eagle3Draft, SharedHead
+from .engine_rows import READINGS
+from .engines import Engine
+from .draft_config import DraftConfig
 from .formats import detect_provenance, flatten_config
+if TYPE_CHECKING: from eagle3_workbench.draft import Eagle3Draft   # named in signatures only: building one imports torch
 
 # %% auto #0
 __all__ = ['as_draft_config', 'trained_math', 'VariantProblem', 'variant_problems', 'served_config', 'served_draft', 'computing']
@@ -24,7 +25,7 @@ def as_draft_config(draft_config, # a `DraftConfig`, or a config.json dict
                     trainer:str|None=None, # who trained it (one of `TRAINERS`); a DraftConfig carries its own
                     source='config.json', # named in parse errors
                    )->DraftConfig:
-    "The draft's config as its trainer meant it: a `DraftConfig` as is, or a config.json parsed as `loading.read_draft(path).config` does."
+    "The draft's config as its trainer meant it: a `DraftConfig` as is, or a config.json parsed as `formats.read_draft(path).config` does."
     if isinstance(draft_config, DraftConfig):
         if trainer not in (None, draft_config.trainer):
             raise ValueError(f"trainer {trainer!r}: this DraftConfig was parsed for trainer {draft_config.trainer!r}")
@@ -170,6 +171,8 @@ def computing(draft:Eagle3Draft, # a loaded draft
               changes:list=(), # what differs, said so far
              )->tuple: # (Eagle3Draft computing `config`'s math with `draft`'s tensors, changes)
     "The same tensors computing another variant's math: the served draft, or the other reading of a key."
+    import torch   # here, not at the top: the config checks above answer without torch (the `wiring` command)
+    from eagle3_workbench.draft import Eagle3Draft, SharedHead
     changes = list(changes)
     p = next(draft.parameters())
     out = Eagle3Draft(config).to(device=p.device, dtype=p.dtype)

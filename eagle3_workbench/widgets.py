@@ -13,7 +13,8 @@ from .engine import Session, ExtendResult, VerifyResult
 from .recording import Recording
 from .scores import recorded_prompts
 from .conventions import parse_wiring, format_wiring, default_resid_layers
-from .engines import Engine, ENGINE_NAMES, RESID
+from .engine_rows import ENGINE_NAMES, RESID
+from .engines import Engine
 from .wiring import wiring_from_ids, engine_reading
 from . import figures as fg, result_figures as rf
 from .plotstyle import PLOTLY_CONFIG

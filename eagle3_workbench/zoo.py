@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from tqdm.auto import tqdm
-from .draft import Eagle3Draft, DraftConfig
+from .draft import Eagle3Draft
+from .draft_config import DraftConfig
 from .loading import save_draft, load_draft, load_target
 from .target import target_parts, zoo_root
 from .conventions import default_resid_layers

@@ -11,7 +11,7 @@ the interpreter that runs this script (it needs a package index), or do it yours
 Three pairs are checked, each through both doors (and the zoo's through a recording):
 
 - `zoo`: the zoo pair `zoo:tiny-dsv3` + `zoo:tiny-dsv3-eagle3` (a DeepSeek-V3-architecture target with MLA and MoE,
-  and its EAGLE-3 draft), found with `eagle3_workbench.loading.resolve_path`.
+  and its EAGLE-3 draft), found with `eagle3_workbench.formats.resolve_path`.
 - `llama`: the zoo pair `zoo:tiny-llama` + `zoo:tiny-llama-eagle3` (the pair the CPU recordings of
   `tests/fixtures/recordings/` are of).
 - `wide`: a randomly initialised EAGLE-3 draft at hidden size 7168 (DeepSeek-V3's width: 56 heads of 128, 8 KV heads).
@@ -90,7 +90,7 @@ def require_gpu_and_sglang():
 ZOO_PAIRS = {'zoo': ('zoo:tiny-dsv3', 'zoo:tiny-dsv3-eagle3'), 'llama': ('zoo:tiny-llama', 'zoo:tiny-llama-eagle3')}
 
 def zoo_pair(name='zoo'):
-    from eagle3_workbench.loading import resolve_path
+    from eagle3_workbench.formats import resolve_path
     return tuple(resolve_path(p) for p in ZOO_PAIRS[name])
 
 DEEPSEEK_HUB_KEYS = {'moe_layer_freq': 1, 'topk_method': 'noaux_tc', 'scoring_func': 'sigmoid', 'ep_size': 1}
@@ -112,8 +112,10 @@ def wide_pair(out:Path, n_layers=4, resid=(1, 2, 3), hidden=7168):
     "A random 4-layer Llama target and a random EAGLE-3 draft, both at hidden 7168, written under `out`."
     import torch
     from transformers import LlamaConfig, AutoModelForCausalLM, AutoTokenizer
-    from eagle3_workbench.draft import Eagle3Draft, DraftConfig
-    from eagle3_workbench.loading import save_draft, resolve_path
+    from eagle3_workbench.draft import Eagle3Draft
+    from eagle3_workbench.draft_config import DraftConfig
+    from eagle3_workbench.loading import save_draft
+    from eagle3_workbench.formats import resolve_path
     from eagle3_workbench.wiring import draft_config_edit
     tdir, ddir = out/'wide-target', out/'wide-draft-7168'
     if (tdir/'config.json').exists() and (ddir/'config.json').exists(): return tdir, ddir
@@ -183,7 +185,7 @@ def step_live(name, target, out):
 DUMPER_FILTER = r"name in ('input_ids', 'positions', 'seq_lens') or search(r'\.fc\.inputs', name) is not None"
 
 def step_server(name, target, draft, out, port, timeout, dumper=True):
-    from eagle3_workbench.loading import read_config
+    from eagle3_workbench.formats import read_config
     from eagle3_workbench.wiring import resolve_wiring
     from eagle3_workbench.sglang.hook import forward_hooks_json
     from eagle3_workbench.sglang.launch import launch_command

@@ -11,7 +11,8 @@ def prompt_ids(target, # the target's directory or zoo:NAME (its tokenizer is us
                prompt_tokens:int|None=None, # cut each prompt to its first tokens (keeps fixtures small)
               )->list:
     "Token ids of the prompts, as the in-process recorder tokenises text (no special tokens)."
-    from eagle3_workbench.loading import load_tokenizer, resolve_path
+    from eagle3_workbench.loading import load_tokenizer
+    from eagle3_workbench.formats import resolve_path
     from eagle3_workbench.prompts import read_prompts
     tok = load_tokenizer(resolve_path(target))
     ids = [tok(p, add_special_tokens=False)['input_ids'] for p in read_prompts(prompts, n)]

@@ -114,7 +114,7 @@ def stand_in_path()->str:
 
 def step_server(out:Path, port:int)->int:
     "A --forward-hooks server on CPU (target only), one request, the records compared with transformers."
-    from eagle3_workbench.loading import resolve_path, read_config
+    from eagle3_workbench.formats import resolve_path, read_config
     from eagle3_workbench.wiring import resolve_wiring
     from eagle3_workbench.sglang.hook import forward_hooks_json
     from eagle3_workbench.sglang.launch import launch_command

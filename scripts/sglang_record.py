@@ -48,7 +48,7 @@ def record_with_sglang(target, # the target's directory or zoo:NAME
                        extra_args=(), source:dict|None=None, borrow=('embed_tokens', 'lm_head'), force_absorbed_mla=None):
     "Run SGLang with the record mode on `prompts` and assemble the recording: (Recording, what happened)."
     import torch
-    from eagle3_workbench.loading import resolve_path
+    from eagle3_workbench.formats import resolve_path
     from eagle3_workbench.sglang.hook import record_hooks_json
     from eagle3_workbench.engine_recording import write_request, assemble
     path = resolve_path(target)

@@ -72,7 +72,7 @@ def vllm_side(spec:dict)->dict:
 # the workbench side
 def draft_variant(name:str, work:Path)->str:
     "The zoo draft as shipped ('shipped'), or a copy whose config writes the ids elsewhere ('top:3,5,8', 'nested:1,4,6')."
-    from eagle3_workbench.loading import resolve_path
+    from eagle3_workbench.formats import resolve_path
     src = resolve_path('zoo:tiny-llama-eagle3')
     if name == 'shipped': return str(src)
     where, ids = name.split(':'); ids = [int(x) for x in ids.split(',')]
@@ -89,7 +89,8 @@ def draft_variant(name:str, work:Path)->str:
 
 def expectation(draft:str, n_prompts:int, max_new_tokens:int)->dict:
     os.environ.setdefault('OMP_NUM_THREADS', '1')
-    from eagle3_workbench.loading import load_pair, resolve_path
+    from eagle3_workbench.loading import load_pair
+    from eagle3_workbench.formats import resolve_path
     from eagle3_workbench.engine import run_prompts
     from eagle3_workbench.prompts import read_prompts
     pair = load_pair('zoo:tiny-llama', draft, engine='vllm')

@@ -58,7 +58,7 @@ def record_with_vllm(target, out, prompts:list, max_new_tokens:int=31, vocab_ids
                      borrow=('embed_tokens', 'lm_head'), attention_backend:str|None=None, tp:int=1, pp:int=1):
     "Run vLLM with the recorder on `prompts` and assemble the recording: (Recording, what happened)."
     import torch
-    from eagle3_workbench.loading import resolve_path
+    from eagle3_workbench.formats import resolve_path
     from eagle3_workbench.engine_recording import write_request, assemble
     raw = Path(raw or tempfile.mkdtemp(prefix='e3w-vllm-raw-')).resolve()
     if raw.exists() and any(raw.iterdir()): raise ValueError(f"{raw}: not empty: the raw passes of one run per folder")

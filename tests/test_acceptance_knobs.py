@@ -6,7 +6,7 @@ counterpart, read from the engine's own argument names as a deployment's output 
 import json
 from pathlib import Path
 import pytest
-from eagle3_workbench.engines import SGLANG, VLLM
+from eagle3_workbench.engine_rows import SGLANG, VLLM
 from eagle3_workbench.outputs import engine_settings, read_observed
 from eagle3_workbench.observed import acceptance_knobs
 

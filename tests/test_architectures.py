@@ -235,7 +235,7 @@ def test_cli_records_a_tied_target(tmp_path, capsys):
     "`eagle3-workbench record` on a tied target writes the recording (safetensors' refusal of the shared head was answered exit 2, blaming the input)."
     import shutil
     from eagle3_workbench.cli import main, EXIT_OK
-    from eagle3_workbench.loading import resolve_path
+    from eagle3_workbench.formats import resolve_path
     t = save_tiny_target(tmp_path/'tied', 'qwen2', vocab=2048, tie_word_embeddings=True)
     for f in ('tokenizer.json', 'tokenizer_config.json'): shutil.copy(resolve_path('zoo:tiny-llama')/f, t/f)   # the zoo's 2048-token tokenizer
     code = main(['record', '--target', str(t), '--out', str(tmp_path/'rec'), '--n-prompts', '2', '--max-new-tokens', '4'])

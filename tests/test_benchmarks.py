@@ -103,3 +103,29 @@ def test_hook_variants_switch_cleanly(tmp_path):
     pa, pb = read_hook_folder(tmp_path/'a').merged, read_hook_folder(tmp_path/'b').merged
     assert sorted(r.point for r in pa) == ['target.resid[1]', 'target.resid[2]']
     assert sorted(r.point for r in pb) == sorted(['target.resid[0]', 'target.norm', 'target.resid[4]'] * 2)   # two passes
+
+# ---------------------------------------------------------------------------------------------------------------------
+# benchmarks/truesize.py and scripts/gpu_doctor_truesize.py: the true-size run, here at its tiny stand-in
+
+def test_true_size_run_finds_the_planted_wiring_at_tiny_size():
+    "The synthetic recording (random-walk states, logits of the draft fed a planted wiring) read from disk: the doctor names the planted wiring, races, and bf16 agrees with float32."
+    sys.path.insert(0, str(ROOT/'benchmarks'))
+    try: import truesize
+    finally: sys.path.remove(str(ROOT/'benchmarks'))
+    r = truesize.measure(True, threads=1)
+    s = truesize.summary(r)
+    n = r['layers']
+    assert r['configured'] == [2, n // 2, n - 3] and r['planted'] != r['configured']   # the engines' default is fed, the draft was trained elsewhere
+    assert s['verdict'] == 'miswired' and r['new']['recommended'] == r['planted'], r['new']
+    assert 'raced on blocks of 4, 4, 8, 16 prompts' in r['new']['search']['how'] and s['scored_in_full'] < s['explored']
+    assert r['new']['search']['tokens'] == truesize.PROMPTS * (truesize.TOKENS - 1) >= 500   # the doctor's minimum evidence
+    assert s['bf16_max_rel'] < 1e-3 and s['gap_b16'] > 0 and s['gap_f32'] > 0
+    # the fp32 table's fit of the planted wiring beats its neighbour's on the same prompts: the planted answer is the true one
+    f = r['today']['fits']
+    assert sum(f[str(r['planted'])]) > sum(f[str(r['neighbour'])]) and sum(f[str(r['planted'])]) > sum(f[str(r['configured'])])
+
+def test_gpu_doctor_script_without_gpu_skips_cleanly():
+    import torch
+    if torch.cuda.is_available(): pytest.skip('a CUDA GPU is visible: the no-GPU message cannot be shown')
+    p = subprocess.run([sys.executable, str(ROOT/'scripts'/'gpu_doctor_truesize.py')], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0 and 'no CUDA GPU is visible: nothing measured' in p.stderr, p.stderr

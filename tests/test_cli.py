@@ -1,6 +1,6 @@
 """The command line as a user runs it: processes of their own (forked from an interpreter that imported torch once,
 `forked_cli.py`, which test_bad_inputs holds equal to a new one), exit codes, and the JSON they print."""
-import json, subprocess, sys
+import json, subprocess, sys, time
 from pathlib import Path
 import pytest
 
@@ -48,3 +48,22 @@ def test_help_imports_nothing_heavy():
             'print(sorted(m for m in ("torch", "transformers", "numpy", "papermill") if m in sys.modules))')
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == '[]', r.stdout[-500:] + r.stderr[-500:]
+
+WIRING_CASES = ([str(FIX/'specforge-llama3-8B-eagle3.json'), '--n-layers', '32'],   # a lone config.json
+                ['zoo:tiny-llama-eagle3', '--target', 'zoo:tiny-llama'])            # a draft folder with weights: names from the headers
+
+@pytest.mark.parametrize('args', WIRING_CASES)
+def test_wiring_answers_without_torch(cli, args):
+    "`wiring` reads configs and safetensors headers only: a new interpreter answers without importing torch, quickly,"
+    " and prints what the command prints where torch is loaded (the forked CLI)."
+    code = ('import sys, time\nt = time.perf_counter()\nfrom eagle3_workbench.cli import main\n'
+            f'rc = main(["wiring", *{args!r}, "--json"])\n'
+            'print("rc", rc, "heavy", sorted(m for m in ("torch", "transformers", "numpy", "safetensors") if m in sys.modules), '
+            '"took", time.perf_counter() - t, file=sys.stderr)')
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    assert r.returncode == 0 and "rc 0 heavy []" in r.stderr, r.stderr[-800:]
+    assert wall < 3.0, f"wiring took {wall:.2f} s in a new interpreter"   # importing torch alone takes longer on this kind of machine
+    heavy = cli('wiring', *args, '--json')
+    assert heavy.returncode == 0 and json.loads(r.stdout) == json.loads(heavy.stdout)

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from eagle3_workbench.conventions import default_resid_layers, read_aux_ids
-from eagle3_workbench.engines import CONVENTIONS, from_resid, to_resid
+from eagle3_workbench.engine_rows import CONVENTIONS
+from eagle3_workbench.engines import from_resid, to_resid
 from eagle3_workbench.wiring import EngineReading, Wiring, disagreements, engine_readings, resolve_wiring, wiring_table
 
 FIXTURES = Path(__file__).parent / 'fixtures' / 'draft-configs'

@@ -4,7 +4,8 @@ recommended, with and without the training dump, on each zoo draft; correctly wi
 import pytest, torch
 from pathlib import Path
 from eagle3_workbench.testing import planted, error_codes, aux_ids
-from eagle3_workbench.loading import load_pair, resolve_path
+from eagle3_workbench.loading import load_pair
+from eagle3_workbench.formats import resolve_path
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.wiring import resolve_wiring
 from eagle3_workbench.conventions import default_resid_layers
@@ -206,7 +207,7 @@ def _fc_norm_weights(sd):
 @pytest.mark.parametrize('engine, ignored', [('sglang==0.5.6', True), ('sglang==0.5.11', True), ('sglang==0.5.12', False),
                                              ('vllm==0.21.0', True), ('vllm==0.22.0', False), ('trtllm', False), ('specforge', False)])
 def test_variant_ignored_per_release(engine, ignored):
-    "A SpecForge fc_norm draft: SGLang reads fc_norm from 0.5.12, vLLM from 0.22.0 (engines.VARIANT_SUPPORT); SpecForge is no serving engine."
+    "A SpecForge fc_norm draft: SGLang reads fc_norm from 0.5.12, vLLM from 0.22.0 (engine_rows.VARIANT_SUPPORT); SpecForge is no serving engine."
     from eagle3_workbench.engines import Engine
     p = planted(lambda c: c.update(fc_norm=True), _fc_norm_weights)
     fs = [f for f in checks.static_findings(p, engine)[0] if f.code == 'VARIANT_IGNORED']

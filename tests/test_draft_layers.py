@@ -6,7 +6,8 @@ the final norm at the end. The expectations are those files' sums written out he
 `norm(x, residual)` is residual = x + residual, then norm(residual)."""
 import pytest, torch
 from eagle3_workbench.testing import save_tiny_target, tiny_draft_config, random_prompts
-from eagle3_workbench.draft import DraftConfig, Eagle3Draft, rope_cos_sin
+from eagle3_workbench.draft import Eagle3Draft, rope_cos_sin
+from eagle3_workbench.draft_config import DraftConfig
 from eagle3_workbench.loading import save_draft, load_pair
 from eagle3_workbench.engine import run_prompts
 from eagle3_workbench.teacher import resid_forward
@@ -87,7 +88,7 @@ def test_n_aux_draft_is_fed_n_states_and_runs_lossless(target, tmp_path, ids):
 def test_sglang_layout_stack_loads_and_a_missing_layer_is_named(target, tmp_path):
     "SGLang's layout with num_hidden_layers 2: `layers.1.*` (hidden_norm included) loads with no unknown key; without layer 1 the config key is named, without its hidden_norm the weight."
     from eagle3_workbench.testing import random_draft
-    from eagle3_workbench.draft import ModelLoadError
+    from eagle3_workbench.draft_config import ModelLoadError
     cfg = tiny_draft_config(num_hidden_layers=2)
     d = random_draft(cfg)
     save_draft(d, tmp_path/'two', cfg)

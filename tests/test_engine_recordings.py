@@ -11,7 +11,8 @@ from typing import NamedTuple
 from pathlib import Path
 import pytest, torch
 from safetensors.torch import load_file, save_file
-from eagle3_workbench.loading import load_draft, load_target, load_tokenizer, resolve_path
+from eagle3_workbench.loading import load_draft, load_target, load_tokenizer
+from eagle3_workbench.formats import resolve_path
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.records import raw_process_folder, write_raw_pass
 from eagle3_workbench.recording import open_recording, record, recorded_pair, tokenizer_identity

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from eagle3_workbench.conventions import TRAINERS
-from eagle3_workbench.engines import ENGINE_FACTS, ENGINE_NAMES, VARIANT_KEYS, VARIANT_SUPPORT, BORROWED, Engine, release_table
+from eagle3_workbench.engine_rows import ENGINE_FACTS, ENGINE_NAMES, VARIANT_KEYS, VARIANT_SUPPORT, BORROWED
+from eagle3_workbench.engines import Engine, release_table
 from eagle3_workbench.wiring import engine_reading, resolve_wiring
 from eagle3_workbench.testing import modelopt_eagle_config, speculators_example_config, tiny_draft_config
 from eagle3_workbench.variants import variant_problems
@@ -327,7 +328,7 @@ def test_named_releases():
     assert Engine.parse('sglang-pr25454').rules().convention == 'sglang-pr25454'
 
 
-# ---- per-model-file rows (engines.MODEL_FILES), each worked out from the setter its row cites ---------------------
+# ---- per-model-file rows (engine_rows.MODEL_FILES), each worked out from the setter its row cites ---------------------
 
 V3 = 'nvidia-gpt-oss-120b-eagle3-v3-reconstructed.json'   # boundaries [24, 30, 36], N = 36
 
@@ -373,7 +374,8 @@ def test_qwen_moe_files_crash_on_resid_n():
 
 
 def test_model_files_cover_public_draft_targets():
-    from eagle3_workbench.engines import model_file, MODEL_FILES
+    from eagle3_workbench.engine_rows import MODEL_FILES
+    from eagle3_workbench.engines import model_file
     for mt in ('llama', 'qwen2', 'qwen3', 'qwen3_moe', 'gpt_oss', 'deepseek_v3', 'kimi_k2', 'kimi_k25', 'glm4_moe', 'gemma3', 'mistral', 'llama4'):
         assert model_file('sglang', mt) is not None, mt
     assert all(m.cite and m.file.endswith('.py') for m in MODEL_FILES)
@@ -393,7 +395,8 @@ def test_vllm_034_reads_the_top_level_ids_only():
 
 
 def test_trtllm_model_files_capture_after_layer_k():
-    from eagle3_workbench.engines import model_file, MODEL_FILES
+    from eagle3_workbench.engine_rows import MODEL_FILES
+    from eagle3_workbench.engines import model_file
     for mt in ('llama', 'mistral', 'qwen3', 'qwen3_moe', 'gpt_oss', 'deepseek_v3'):
         m = model_file('trtllm', mt)
         assert m is not None and m.file.startswith('modeling_') and m.cite.startswith('main '), mt
@@ -404,20 +407,27 @@ def test_trtllm_model_files_capture_after_layer_k():
 
 
 def test_a_new_release_is_rows_of_the_registry(monkeypatch):
-    # what a newcomer's edit of engines.py does, end to end: a made-up SGLang 0.5.30 whose llama.py keeps the ids when the
-    # largest is N and captures boundary N (two Fact rows), then one whose llama.py writes ids with a rule no convention
-    # had (a Convention row too); wiring, which reads only the registry, follows
-    from eagle3_workbench import engines
+    # what a newcomer's edit of engine_rows.py does, end to end: a made-up SGLang 0.5.30 whose llama.py keeps the ids when
+    # the largest is N and captures boundary N (two Fact rows), then one whose llama.py writes ids with a rule no
+    # convention had (a Convention row too); wiring, which reads only the registry, follows
+    import sys
+    from eagle3_workbench import engine_rows
     from eagle3_workbench.wiring import wiring_from_ids
-    fam = engines.FAMILIES['sglang']
-    monkeypatch.setitem(engines.FAMILIES, 'sglang', fam._replace(checked=(fam.checked[0], '0.5.31')))
-    made_up = lambda since, what, value: engines.Fact('sglang', since, what, 'llama', value, 'made up for this test')
-    monkeypatch.setattr(engines, 'ENGINE_FACTS', engines.ENGINE_FACTS + (made_up('0.5.30', 'rule', 'sglang-boundary'), made_up('0.5.30', 'residN', 'captured')))
+    def add_facts(*rows):   # as an edit of the file would: every module holding the rows sees the longer tuple
+        old = engine_rows.ENGINE_FACTS
+        holders = [m for n, m in list(sys.modules.items()) if n.startswith('eagle3_workbench') and getattr(m, 'ENGINE_FACTS', None) is old]
+        new = old + rows
+        assert len(holders) >= 2, holders   # the rows' module and the one that folds them
+        for m in holders: monkeypatch.setattr(m, 'ENGINE_FACTS', new)
+    fam = engine_rows.FAMILIES['sglang']
+    monkeypatch.setitem(engine_rows.FAMILIES, 'sglang', fam._replace(checked=(fam.checked[0], '0.5.31')))
+    made_up = lambda since, what, value: engine_rows.Fact('sglang', since, what, 'llama', value, 'made up for this test')
+    add_facts(made_up('0.5.30', 'rule', 'sglang-boundary'), made_up('0.5.30', 'residN', 'captured'))
     assert wiring_from_ids([24, 30, 36], 36, 'sglang==0.5.23', 'llama').resid_layers == (25, 31)       # +1, resid[37] does not exist
     assert wiring_from_ids([24, 30, 36], 36, 'sglang==0.5.30', 'llama').resid_layers == (24, 30, 36)   # the new rows
     two = lambda ids, n: 2   # made up: output of layer k + 1
-    monkeypatch.setitem(engines.RULES, 'made-up-plus-two', engines.Convention(two, two, 'resid[k+2]', lambda k, n: None))
-    monkeypatch.setattr(engines, 'ENGINE_FACTS', engines.ENGINE_FACTS + (made_up('0.5.31', 'rule', 'made-up-plus-two'),))
+    monkeypatch.setitem(engine_rows.RULES, 'made-up-plus-two', engine_rows.Convention(two, two, 'resid[k+2]', lambda k, n: None))
+    add_facts(made_up('0.5.31', 'rule', 'made-up-plus-two'))
     assert wiring_from_ids([1, 15, 28], 36, 'sglang==0.5.31', 'llama').resid_layers == (3, 17, 30)
     assert wiring_from_ids([1, 15, 28], 36, 'sglang==0.5.30', 'llama').resid_layers == (2, 16, 29)    # the boundary rule: +1 below N
 
@@ -425,7 +435,7 @@ def test_a_new_release_is_rows_of_the_registry(monkeypatch):
 def test_registry_and_readings_import_without_torch():
     # the engine registry, the conventions and the wiring answer from data alone: a fresh interpreter stays torch-free
     import subprocess, sys
-    code = "import sys, eagle3_workbench.wiring, eagle3_workbench.engines; print('torch' in sys.modules)"
+    code = "import sys, eagle3_workbench.wiring, eagle3_workbench.engines, eagle3_workbench.engine_rows; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == 'False', out.stderr[-500:]
 

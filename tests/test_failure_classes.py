@@ -8,7 +8,7 @@ import pytest, torch
 from eagle3_workbench.testing import planted, error_codes
 from eagle3_workbench.loading import load_pair
 from eagle3_workbench.prompts import read_prompts
-from eagle3_workbench.draft import ModelLoadError
+from eagle3_workbench.draft_config import ModelLoadError
 from eagle3_workbench.doctor import diagnose
 from eagle3_workbench.diagnosis import unusable_diagnosis
 from eagle3_workbench.variants import computing

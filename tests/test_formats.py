@@ -10,10 +10,12 @@ import pytest, torch
 import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
 from eagle3_workbench.testing import save_tiny_target, tiny_draft_config, random_draft
-from eagle3_workbench.draft import DraftConfig, Eagle3Draft, ModelLoadError
+from eagle3_workbench.draft import Eagle3Draft
+from eagle3_workbench.draft_config import DraftConfig, ModelLoadError
 from eagle3_workbench.loading import load_target, load_draft, save_draft
 from eagle3_workbench.target import target_parts
-from eagle3_workbench.formats import detect_provenance, flatten_config, dequantize
+from eagle3_workbench.formats import detect_provenance, flatten_config
+from eagle3_workbench.loading import dequantize
 from eagle3_workbench.dumps import read_dump, read_speculators_dump, read_specforge_dump, dump_format
 from eagle3_workbench.teacher import ttt_forward
 

@@ -26,7 +26,8 @@ import torch
 from torch import nn
 from safetensors.torch import load_file
 from eagle3_workbench.loading import load_draft
-from eagle3_workbench.draft import DraftCache, ModelLoadError
+from eagle3_workbench.draft import DraftCache
+from eagle3_workbench.draft_config import ModelLoadError
 from eagle3_workbench.teacher import ttt_forward
 
 GOLDENS = Path(__file__).parent/'fixtures'/'goldens'

@@ -2,7 +2,7 @@
 `limits.LIMITS` read from their files): a four-aux draft and a narrow draft named on those releases, silent on 0.5.12 and
 for drafts that fit; the fc shape the message gives is the one the workbench's own draft builds."""
 import pytest
-from eagle3_workbench.draft import DraftConfig
+from eagle3_workbench.draft_config import DraftConfig
 from eagle3_workbench.testing import tiny_draft_config, random_draft
 from eagle3_workbench.limits import LIMITS, limit_findings, limits_of
 from eagle3_workbench.engines import version_tuple

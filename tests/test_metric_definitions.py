@@ -74,7 +74,8 @@ def test_per_position_rates_in_the_other_definition(case):
 # the same pair on two releases of one engine
 import torch
 from dataclasses import replace
-from eagle3_workbench.engines import Engine, SGLANG, VLLM, ENGINE_FACTS, version_tuple
+from eagle3_workbench.engines import Engine, version_tuple
+from eagle3_workbench.engine_rows import SGLANG, VLLM, ENGINE_FACTS
 from eagle3_workbench.outputs import observed_from_requests
 from eagle3_workbench.metrics import release_change, rows_between
 

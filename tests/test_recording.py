@@ -6,7 +6,8 @@ import contextlib, io, json, os, re, shutil, subprocess, sys
 from pathlib import Path
 import pytest, torch
 from eagle3_workbench.testing import planted, aux_ids, save_tiny_target
-from eagle3_workbench.loading import load_pair, load_target, resolve_path
+from eagle3_workbench.loading import load_pair, load_target
+from eagle3_workbench.formats import resolve_path
 from eagle3_workbench.prompts import read_prompts
 from eagle3_workbench.recording import record, recorded_pair, open_recording
 from eagle3_workbench.doctor import diagnose, read_training_dump

@@ -3,9 +3,10 @@ import json, math
 from pathlib import Path
 import pytest, torch
 from safetensors.torch import load_file
-from eagle3_workbench.loading import load_target, load_draft, load_pair, resolve_path
+from eagle3_workbench.loading import load_target, load_draft, load_pair
+from eagle3_workbench.formats import resolve_path
 from eagle3_workbench.target import zoo_root
-from eagle3_workbench.draft import ModelLoadError
+from eagle3_workbench.draft_config import ModelLoadError
 from eagle3_workbench.wiring import engine_readings
 from eagle3_workbench.zoo import (build_offdefault_draft, build_deep_pair, ZooRecipe, PAIRS, OFFDEFAULT, corpus_files, encode_files,
                                   heldout_windows, teacher_forced_agreement)

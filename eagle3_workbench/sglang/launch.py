@@ -103,7 +103,7 @@ def live_runner(target_path, # target directory or zoo:NAME
                )->ServerCapture: # what the hooks recorded, read back
     "Build a TP-1 SGLang ModelRunner in-process (CUDA graphs off), hook it with `factory`, run prefill + decode, read back."
     _require_live(device)
-    from eagle3_workbench.loading import resolve_path, read_config
+    from eagle3_workbench.formats import resolve_path, read_config
     path = resolve_path(target_path)
     n = int(read_config(path)['num_hidden_layers'])
     b1 = _bench_module()
