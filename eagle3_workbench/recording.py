@@ -55,8 +55,8 @@ class _StandIn:
         self.decoder = SimpleNamespace(embed_tokens=emb, layers=[None] * rec.n_layers, norm=None)
         self.head = None
         if h is not None:
-            self.head = torch.nn.Linear(h.shape[1], h.shape[0], bias=False, dtype=dtype).requires_grad_(False)
-            self.head.weight.data = h.to(dtype)
+            self.head = torch.nn.Linear(h.shape[1], h.shape[0], bias=False, device='meta')   # no [V, H] weight made, then replaced
+            self.head.weight = torch.nn.Parameter(h.to(dtype), requires_grad=False)          # the recording's, mapped where dtypes agree
     def get_decoder(self): return self.decoder
     def get_output_embeddings(self): return self.head
 

@@ -72,7 +72,9 @@ def _first_error(ipynb:Path)->str|None:
     return None
 
 _CODE_CSS = ("<style>body.e3-hide-code .jp-CodeCell .jp-Cell-inputWrapper, body.e3-hide-code .jp-CodeCell.jp-mod-noOutputs, "
-             "body.e3-hide-code .jp-OutputPrompt {display: none}\n#e3-code-toggle {position: fixed; top: 8px; right: 12px; z-index: 10; "
+             "body.e3-hide-code .jp-OutputPrompt, body.e3-hide-code .jp-InputPrompt {display: none}\n"   # headings flush with the outputs under them
+             ".jp-OutputArea-output pre {white-space: pre; overflow-x: auto}\n"   # a table's row stays one line: scrolled, not wrapped
+             "#e3-code-toggle {position: fixed; top: 8px; right: 12px; z-index: 10; "
              "font-size: 12px; padding: 2px 8px}</style>")
 _CODE_BUTTON = ('<button id="e3-code-toggle" title="the report\'s code cells" '
                 'onclick="document.body.classList.toggle(\'e3-hide-code\')">show / hide code</button>')

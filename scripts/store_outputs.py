@@ -3,8 +3,10 @@
     OMP_NUM_THREADS=1 python scripts/store_outputs.py [nbs/03_engine.ipynb ...]   # default: every chapter
 
 Each chapter runs as `nbdev_test` runs it (same cells skipped, the notebook's folder as working directory). What is
-kept: printed text, plain-text and markdown results, small HTML tables and small PNG images. What is dropped: plotly
-figures (each embeds megabytes of data; their plain-text line stays), widget state (a widget's output keeps one line
+kept: printed text, plain-text and markdown results, small HTML tables and small PNG images, and in the tutorial
+(`FIGURE_CHAPTERS`) its plotly figures as plotly's own JSON bundle, each under `FIGURE_LIMIT` (JupyterLab draws them with
+the plotly.js it ships: offline, with the no-upload config they were made with). What is dropped: plotly figures elsewhere
+and their HTML (a script that needs plotly.js, megabytes, loaded from the page), widget state (a widget's output keeps one line
 saying it is a widget, never its `VBox(children=(...` repr), progress bars on stderr (transformers' "Loading weights"
 bars are switched off while a chapter runs), anything larger than the limits below. Sources are untouched: only
 `outputs` and `execution_count` change, so `nbdev_export` writes the same modules. The file is written as a JupyterLab
@@ -17,6 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TEXT_LIMIT, HTML_LIMIT, PNG_LIMIT = 6_000, 30_000, 90_000   # characters kept per output
 KEEP = ('text/plain', 'text/markdown', 'text/html', 'image/png')
+PLOTLY = 'application/vnd.plotly.v1+json'
+FIGURE_CHAPTERS, FIGURE_LIMIT = ('index.ipynb',), 120_000   # chapters whose figures are stored; characters per figure's JSON
 
 # A folder that tempfile (a prefix, then 8 random characters) or pytest made under the temporary directory, and the made
 # folders inside it: this run's names, meaningless to a reader and private to the machine. Stored outputs say `$TMPDIR`
@@ -40,8 +44,8 @@ def _no_bars(text:str)->str:
     "stderr text without its progress-bar lines (tqdm redraws a bar with carriage returns)."
     return ''.join(l for l in re.split(r'(?<=[\r\n])', text) if not PROGRESS.match(l.rstrip('\r\n')) and l.strip('\r'))
 
-def keep_output(o:dict)->dict|None:
-    "The part of one output worth storing, or None."
+def keep_output(o:dict, figures:bool=False)->dict|None:
+    "The part of one output worth storing, or None; with `figures`, a plotly figure's JSON bundle under `FIGURE_LIMIT` too."
     kind = o.get('output_type')
     if kind == 'stream':
         text = _trim(o.get('text', ''), TEXT_LIMIT)
@@ -51,6 +55,7 @@ def keep_output(o:dict)->dict|None:
     if WIDGET in o.get('data', {}):   # its repr (VBox(children=(...))) says nothing to a reader
         return dict(output_type=kind, data={'text/plain': WIDGET_SAID}, metadata={}, **({'execution_count': None} if kind == 'execute_result' else {}))
     data = {}
+    if figures and isinstance(fig := o.get('data', {}).get(PLOTLY), dict) and len(json.dumps(fig)) <= FIGURE_LIMIT: data[PLOTLY] = fig
     for mime in KEEP:
         v = o.get('data', {}).get(mime)
         if v is None: continue
@@ -78,6 +83,8 @@ def run_chapter(fn:Path)->dict:
         if cell.cell_type != 'code': return True
         d = getattr(cell, 'directives_', {}) or {}
         return d.get('eval:', [''])[0].lower() == 'false'
+    for c in nb.cells:   # execnb leaves a cell's old outputs when the new run shows nothing: a stale one would be stored again
+        if c.cell_type == 'code': c.outputs = []
     shell = CaptureShell(fn)
     with working_directory(fn.parent): shell.run_all(nb, exc_stop=True, preproc=no_eval)
     return {i: list(c.get('outputs', [])) for i, c in enumerate(nb.cells) if c.cell_type == 'code'}
@@ -89,7 +96,7 @@ def store(fn:Path)->tuple:
     n_cells = n_chars = 0
     for i, c in enumerate(raw['cells']):
         if c['cell_type'] != 'code': continue
-        kept = [k for o in outs.get(i, []) if (k := keep_output(o)) is not None]
+        kept = [k for o in outs.get(i, []) if (k := keep_output(o, fn.name in FIGURE_CHAPTERS)) is not None]
         c['outputs'], c['execution_count'] = kept, None
         for k in kept:
             if k['output_type'] == 'execute_result': k['execution_count'] = None

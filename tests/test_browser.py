@@ -203,6 +203,14 @@ def test_report_html_renders_offline(tmp_path, browser_ok):
                                    "e.querySelectorAll('.main-svg').length, e.querySelectorAll('.trace, .table').length]; })")
         for i, (w, h, svgs, traces) in enumerate(sizes):
             assert w > 100 and h > 100 and svgs >= 1 and traces >= 1, f"figure {i} not drawn: {w}x{h}, {svgs} svg, {traces} traces"
+        # read at the report's width: headings over their outputs, each token of the strip whole, text tables unwrapped
+        lay = page.evaluate("""() => { const L = e => e.getBoundingClientRect().left, shown = s => [...document.querySelectorAll(s)].filter(e => e.offsetParent);
+          return {heads: shown('.jp-MarkdownOutput h2').map(L), outs: shown('.jp-OutputArea-output').map(L),
+                  toks: shown('.e3-tok').length, cut: shown('.e3-tok').filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent),
+                  wrapped: shown('.jp-OutputArea-output pre').filter(e => getComputedStyle(e).whiteSpace !== 'pre').length}; }""")
+        assert lay['heads'] and lay['outs'] and max(lay['heads']) - min(lay['outs']) < 16, f"headings indented past their outputs: {lay}"
+        assert lay['toks'] > 10 and not lay['cut'], f"the token strip cuts tokens: {lay['cut'][:10]} ({lay['toks']} tokens)"
+        assert not lay['wrapped'], f"{lay['wrapped']} text outputs wrap their lines (a table's rows break)"
         nb = json.loads(out.with_suffix('.ipynb').read_text())
         n_figs = sum('application/vnd.plotly.v1+json' in o.get('data', {}) for c in nb['cells'] for o in c.get('outputs', []))
         # what a person reads: numbers rounded, the acceptance section explains why its accept length is not the doctor's

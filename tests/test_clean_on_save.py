@@ -67,3 +67,15 @@ def test_store_outputs_writes_as_a_save_does(tmp_path):
     write_notebook(p, nb)
     assert json.loads(p.read_text())['metadata']['kernelspec'] == KERNELSPEC
     assert jupyterlab_save(p) == p.read_text()
+
+def test_store_outputs_drops_a_stale_output(tmp_path):
+    "A cell that now shows nothing stores nothing (execnb keeps a cell's old outputs when its new run shows none)."
+    nb = {'cells': [{'cell_type': 'code', 'execution_count': None, 'id': c, 'metadata': {}, 'source': [src],
+                     'outputs': [{'output_type': 'execute_result', 'execution_count': None, 'metadata': {}, 'data': {'text/plain': ["'stale'"]}}]}
+                    for c, src in (('a1', '1 + 1'), ('a2', 'x = 1'))], 'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5}
+    p = tmp_path/'ch.ipynb'
+    p.write_text(json.dumps(nb))
+    r = subprocess.run([sys.executable, str(ROOT/'scripts'/'store_outputs.py'), str(p)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    a, b = json.loads(p.read_text())['cells']
+    assert [o['data']['text/plain'] for o in a['outputs']] == [['2']] and b['outputs'] == [], (a['outputs'], b['outputs'])

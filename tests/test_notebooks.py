@@ -53,12 +53,19 @@ def test_a_failing_chapter_is_reported(tmp_path):
 
 @pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
 def test_notebook_stores_what_a_reader_sees(nb):
-    "A reader on the web sees each chapter's text outputs (scripts/store_outputs.py), never a multi-megabyte plotly bundle."
+    "A reader sees each chapter's text outputs (scripts/store_outputs.py); only the tutorial keeps its figures, each small and without an upload button."
     import json
+    sys.path.insert(0, str(ROOT/'scripts'))
+    from store_outputs import PLOTLY, FIGURE_CHAPTERS, FIGURE_LIMIT
+    from eagle3_workbench.plotstyle import PLOTLY_CONFIG
     cells = json.loads(nb.read_text())['cells']
     outs = [o for c in cells if c['cell_type'] == 'code' for o in c.get('outputs', [])]
     assert outs, f"{nb.name} stores no outputs: run `OMP_NUM_THREADS=1 python scripts/store_outputs.py {nb.relative_to(nb.parent.parent)}`"
-    assert not any('application/vnd.plotly.v1+json' in o.get('data', {}) for o in outs), f"{nb.name} stores a plotly bundle"
+    figs = [o['data'][PLOTLY] for o in outs if PLOTLY in o.get('data', {})]
+    assert not figs or nb.name in FIGURE_CHAPTERS, f"{nb.name} stores a plotly bundle"
+    for f in figs:
+        assert len(json.dumps(f)) <= FIGURE_LIMIT and f.get('data'), f"{nb.name}: a stored figure of {len(json.dumps(f))} characters, or empty"
+        assert {k: f.get('config', {}).get(k) for k in PLOTLY_CONFIG} == PLOTLY_CONFIG, f"{nb.name}: a stored figure offers an upload: {f.get('config')}"
     assert len(json.dumps(outs)) < 400_000, f"{nb.name} stores {len(json.dumps(outs)) / 1e3:.0f} kB of outputs"
 
 
