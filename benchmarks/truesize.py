@@ -85,8 +85,16 @@ def write_recording(folder:Path, draft, n_layers:int, wiring:tuple, prompts:int=
     return dict(bytes=sum(f.stat().st_size for f in folder.rglob('*') if f.is_file()), tokens=prompts * tokens)
 
 CHILD = r'''
-import json, os, resource, sys, time
+import json, os, resource, sys, threading, time
 import torch
+def rss():   # resident MiB now: anonymous (the process's own) and file-backed (mapped recording and weight files, reclaimable)
+    d = {k: int(v.split()[0]) / 1024 for k, _, v in (l.partition(':') for l in open('/proc/self/status')) if k in ('RssAnon', 'RssFile')}
+    return d.get('RssAnon', 0.0), d.get('RssFile', 0.0)
+PEAK = [0.0, 0.0, 0.0]   # the highest anonymous, file-backed and total resident memory seen, sampled every 20 ms
+def sample():
+    while True:
+        a, f = rss(); PEAK[:] = max(PEAK[0], a), max(PEAK[1], f), max(PEAK[2], a + f); time.sleep(0.02)
+if os.path.exists('/proc/self/status'): threading.Thread(target=sample, daemon=True).start()
 from eagle3_workbench.threads import apply_threads
 apply_threads(None, THREADS)
 from eagle3_workbench.recording import recorded_pair
@@ -118,6 +126,7 @@ else:   # today's search: every candidate on every prompt; the time of one wirin
         a = time.perf_counter(); fits[str(list(w))] = table.score(tuple(w))[0].tolist(); per[str(list(w))] = time.perf_counter() - a
     out.update(per_wiring=per, fits=fits, tokens=int(table.positions.sum()))
 out.update(wall=time.perf_counter() - t0, cpu=time.process_time() - c0, peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           peak_anon_mib=PEAK[0], peak_file_mib=PEAK[1],
            io=io(), threads=torch.get_num_threads(), gpu_peak_gib=torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None)
 print('RESULT ' + json.dumps(out))
 '''
@@ -163,7 +172,7 @@ def summary(r:dict)->dict:
     import math
     new, old = r['new'], r['today']
     explored = new['search']['candidates']
-    base = dict(found=new['recommended'] == r['planted'], verdict=new['verdict'], wall=new['wall'], cpu=new['cpu'], rss_gib=new['peak_rss_mib'] / 1024,
+    base = dict(found=new['recommended'] == r['planted'], verdict=new['verdict'], wall=new['wall'], cpu=new['cpu'], rss_gib=new['peak_rss_mib'] / 1024, anon_gib=new.get('peak_anon_mib', math.nan) / 1024,
                 read_gib=new['io'].get('rchar', math.nan) / 2**30, explored=explored, scored_in_full=new['search']['scored_in_full'])
     if old is None: return base
     per = sorted(old['per_wiring'][str(w)] for w in (r['planted'], r['neighbour']))[0]   # wirings scored once the table was made (the first wiring made it)
