@@ -9,7 +9,7 @@ noise, and its greedy token their argmax. So the planted wiring fits best and it
 today's search (every candidate on every prompt, float32) is timed on the same recording on a few wirings and
 extrapolated to the wirings the search explores.
 
-    python benchmarks/truesize.py [--tiny] [--threads 2] [--out benchmarks/results/truesize.json]
+    python benchmarks/truesize.py [--tiny] [--threads 2] [--keep FOLDER] [--no-today] [--out benchmarks/results/truesize.json]
 
 `--tiny` runs the same steps at width 64 and 24 layers (what the suite checks); `bench_recording` reads the stored true-size
 result into BENCHMARKS.md.
@@ -148,14 +148,17 @@ def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', tod
     load0 = os.getloadavg()[0]
     cfg, n = draft_config(tiny)
     tmp = Path(tempfile.mkdtemp(prefix='truesize-')) if keep is None else keep
+    tmp.mkdir(parents=True, exist_ok=True)
     try:
-        t0 = time.perf_counter()
-        d = make_draft(cfg)
-        save_draft(d, tmp/'draft', cfg)
-        plant = planted(n)
-        made = write_recording(tmp/'rec', d, n, plant)
-        del d
-        build = time.perf_counter() - t0
+        t0, plant = time.perf_counter(), planted(n)
+        if (tmp/'built.json').is_file(): made, build = json.loads((tmp/'built.json').read_text())   # kept from an earlier run: the same seeds
+        else:
+            d = make_draft(cfg)
+            save_draft(d, tmp/'draft', cfg)
+            made = write_recording(tmp/'rec', d, n, plant)
+            del d
+            build = time.perf_counter() - t0
+            (tmp/'built.json').write_text(json.dumps([made, build]))
         conf = default_resid_layers(n)
         near = (plant[0] + 1,) + plant[1:]
         new = child('doctor', tmp/'rec', tmp/'draft', 'bfloat16', [plant, conf, near], threads, device)
@@ -190,9 +193,11 @@ def torch_t(x): return [float(v) for v in x]
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--tiny', action='store_true'); ap.add_argument('--threads', type=int, default=2)
+    ap.add_argument('--keep', default=None, help='build the draft and recording in this folder and keep them; a folder built so is reused')
+    ap.add_argument('--no-today', action='store_true', help="the doctor only: skip timing today's search on the same recording")
     ap.add_argument('--out', default=None, help=f'where to write the JSON (default {RESULT.relative_to(ROOT)}; --tiny: printed only)')
     a = ap.parse_args(argv)
-    r = measure(a.tiny, a.threads)
+    r = measure(a.tiny, a.threads, keep=a.keep and Path(a.keep), today=not a.no_today)
     r['summary'] = summary(r)
     text = json.dumps(r, indent=1)
     if a.out or not a.tiny: Path(a.out or RESULT).write_text(text + '\n')
