@@ -9,7 +9,7 @@ noise, and its greedy token their argmax. So the planted wiring fits best and it
 today's search (every candidate on every prompt, float32) is timed on the same recording on a few wirings and
 extrapolated to the wirings the search explores.
 
-    python benchmarks/truesize.py [--tiny] [--threads 2] [--out benchmarks/results/truesize.json]
+    python benchmarks/truesize.py [--tiny] [--threads 2] [--keep FOLDER] [--no-today] [--out benchmarks/results/truesize.json]
 
 `--tiny` runs the same steps at width 64 and 24 layers (what the suite checks); `bench_recording` reads the stored true-size
 result into BENCHMARKS.md.
@@ -85,8 +85,16 @@ def write_recording(folder:Path, draft, n_layers:int, wiring:tuple, prompts:int=
     return dict(bytes=sum(f.stat().st_size for f in folder.rglob('*') if f.is_file()), tokens=prompts * tokens)
 
 CHILD = r'''
-import json, os, resource, sys, time
+import json, os, resource, sys, threading, time
 import torch
+def rss():   # resident MiB now: anonymous (the process's own) and file-backed (mapped recording and weight files, reclaimable)
+    d = {k: int(v.split()[0]) / 1024 for k, _, v in (l.partition(':') for l in open('/proc/self/status')) if k in ('RssAnon', 'RssFile')}
+    return d.get('RssAnon', 0.0), d.get('RssFile', 0.0)
+PEAK = [0.0, 0.0, 0.0]   # the highest anonymous, file-backed and total resident memory seen, sampled every 20 ms
+def sample():
+    while True:
+        a, f = rss(); PEAK[:] = max(PEAK[0], a), max(PEAK[1], f), max(PEAK[2], a + f); time.sleep(0.02)
+if os.path.exists('/proc/self/status'): threading.Thread(target=sample, daemon=True).start()
 from eagle3_workbench.threads import apply_threads
 apply_threads(None, THREADS)
 from eagle3_workbench.recording import recorded_pair
@@ -118,6 +126,7 @@ else:   # today's search: every candidate on every prompt; the time of one wirin
         a = time.perf_counter(); fits[str(list(w))] = table.score(tuple(w))[0].tolist(); per[str(list(w))] = time.perf_counter() - a
     out.update(per_wiring=per, fits=fits, tokens=int(table.positions.sum()))
 out.update(wall=time.perf_counter() - t0, cpu=time.process_time() - c0, peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           peak_anon_mib=PEAK[0], peak_file_mib=PEAK[1],
            io=io(), threads=torch.get_num_threads(), gpu_peak_gib=torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None)
 print('RESULT ' + json.dumps(out))
 '''
@@ -139,14 +148,17 @@ def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', tod
     load0 = os.getloadavg()[0]
     cfg, n = draft_config(tiny)
     tmp = Path(tempfile.mkdtemp(prefix='truesize-')) if keep is None else keep
+    tmp.mkdir(parents=True, exist_ok=True)
     try:
-        t0 = time.perf_counter()
-        d = make_draft(cfg)
-        save_draft(d, tmp/'draft', cfg)
-        plant = planted(n)
-        made = write_recording(tmp/'rec', d, n, plant)
-        del d
-        build = time.perf_counter() - t0
+        t0, plant = time.perf_counter(), planted(n)
+        if (tmp/'built.json').is_file(): made, build = json.loads((tmp/'built.json').read_text())   # kept from an earlier run: the same seeds
+        else:
+            d = make_draft(cfg)
+            save_draft(d, tmp/'draft', cfg)
+            made = write_recording(tmp/'rec', d, n, plant)
+            del d
+            build = time.perf_counter() - t0
+            (tmp/'built.json').write_text(json.dumps([made, build]))
         conf = default_resid_layers(n)
         near = (plant[0] + 1,) + plant[1:]
         new = child('doctor', tmp/'rec', tmp/'draft', 'bfloat16', [plant, conf, near], threads, device)
@@ -163,7 +175,7 @@ def summary(r:dict)->dict:
     import math
     new, old = r['new'], r['today']
     explored = new['search']['candidates']
-    base = dict(found=new['recommended'] == r['planted'], verdict=new['verdict'], wall=new['wall'], cpu=new['cpu'], rss_gib=new['peak_rss_mib'] / 1024,
+    base = dict(found=new['recommended'] == r['planted'], verdict=new['verdict'], wall=new['wall'], cpu=new['cpu'], rss_gib=new['peak_rss_mib'] / 1024, anon_gib=new.get('peak_anon_mib', math.nan) / 1024,
                 read_gib=new['io'].get('rchar', math.nan) / 2**30, explored=explored, scored_in_full=new['search']['scored_in_full'])
     if old is None: return base
     per = sorted(old['per_wiring'][str(w)] for w in (r['planted'], r['neighbour']))[0]   # wirings scored once the table was made (the first wiring made it)
@@ -181,9 +193,11 @@ def torch_t(x): return [float(v) for v in x]
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--tiny', action='store_true'); ap.add_argument('--threads', type=int, default=2)
+    ap.add_argument('--keep', default=None, help='build the draft and recording in this folder and keep them; a folder built so is reused')
+    ap.add_argument('--no-today', action='store_true', help="the doctor only: skip timing today's search on the same recording")
     ap.add_argument('--out', default=None, help=f'where to write the JSON (default {RESULT.relative_to(ROOT)}; --tiny: printed only)')
     a = ap.parse_args(argv)
-    r = measure(a.tiny, a.threads)
+    r = measure(a.tiny, a.threads, keep=a.keep and Path(a.keep), today=not a.no_today)
     r['summary'] = summary(r)
     text = json.dumps(r, indent=1)
     if a.out or not a.tiny: Path(a.out or RESULT).write_text(text + '\n')

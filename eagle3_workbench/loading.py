@@ -248,7 +248,7 @@ def _embedding(draft:Eagle3Draft, sd:dict, target, path, engine:Engine)->str:
     "Give the draft the embedding the engine runs it with (a shipped one, else the target's, shared); say which."
     c = draft.config
     if 'embed_tokens.weight' in sd:
-        w = sd['embed_tokens.weight']
+        w = sd['embed_tokens.weight'].clone()   # its own memory: a view would keep the whole file mapped, every weight's pages resident
         if tuple(w.shape) != (c.vocab_size, c.hidden_size):
             raise ModelLoadError(f"{path}: embed_tokens.weight has shape {tuple(w.shape)}, expected ({c.vocab_size}, {c.hidden_size})")
         object.__setattr__(draft, 'shipped_embedding', w)   # kept: the doctor compares it with the target's

@@ -166,22 +166,31 @@ def served_draft(draft:Eagle3Draft, # the trained draft, loaded
     served, changes = served_config(draft.config, engine)
     return computing(draft, served, changes)
 
+def _shell(draft:Eagle3Draft, config:DraftConfig, real:bool)->Eagle3Draft:
+    "An `Eagle3Draft` of `config` sharing `draft`'s embedding and borrowed head; its own tensors made in the draft's dtype, or on meta."
+    import torch
+    from eagle3_workbench.draft import Eagle3Draft, SharedHead
+    p = next(draft.parameters())
+    was = torch.get_default_dtype(); torch.set_default_dtype(p.dtype)
+    try:
+        with torch.device(p.device if real else 'meta'): out = Eagle3Draft(config)
+    finally: torch.set_default_dtype(was)
+    if 'embed_tokens' in draft._modules: out.embed_tokens = draft.embed_tokens
+    else: object.__setattr__(out, 'embed_tokens', draft.embed_tokens)   # the target's, shared as the loader shares it: not the draft's weight
+    if isinstance(draft.lm_head, SharedHead) and draft.lm_head.attr is None and not config.tie_word_embeddings:
+        out.share_lm_head(draft.lm_head.source)   # the target's lm_head, borrowed as the trained draft borrows it
+    return out
+
 def computing(draft:Eagle3Draft, # a loaded draft
               config:DraftConfig, # the math to compute instead (the same sizes)
               changes:list=(), # what differs, said so far
              )->tuple: # (Eagle3Draft computing `config`'s math with `draft`'s tensors, changes)
     "The same tensors computing another variant's math: the served draft, or the other reading of a key."
     import torch   # here, not at the top: the config checks above answer without torch (the `wiring` command)
-    from eagle3_workbench.draft import Eagle3Draft, SharedHead
-    changes = list(changes)
-    p = next(draft.parameters())
-    out = Eagle3Draft(config).to(device=p.device, dtype=p.dtype)
-    served = config
-    if 'embed_tokens' in draft._modules: out.embed_tokens = draft.embed_tokens
-    else: object.__setattr__(out, 'embed_tokens', draft.embed_tokens)   # the target's, shared as the loader shares it: not the draft's weight
-    if isinstance(draft.lm_head, SharedHead) and draft.lm_head.attr is None and not served.tie_word_embeddings:
-        out.share_lm_head(draft.lm_head.source)   # the target's lm_head, borrowed as the trained draft borrows it
-    sd, own = {**dict(draft.named_parameters()), **dict(draft.named_buffers())}, out.state_dict()
+    changes, sd = list(changes), {**dict(draft.named_parameters()), **dict(draft.named_buffers())}
+    out = _shell(draft, config, real=False)   # allocates nothing: every tensor is then the draft's (a wide draft's copy is GiBs)
+    if any(k not in sd for k in out.state_dict()): out = _shell(draft, config, real=True)   # tensors the draft lacks: their initial values
+    own = out.state_dict()
     out.load_state_dict({k: v for k, v in sd.items() if k in own}, strict=False, assign=True)   # assign: the same Parameter objects, no copy
     if fresh := [k for k in own if k not in sd]:
         with torch.no_grad():
