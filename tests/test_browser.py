@@ -24,6 +24,15 @@ def until(fn, timeout, what, every=0.5):
         if time.time() - t0 > timeout: pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(every)
 
+def _file_only(page)->list:
+    "Abort every http(s) request of a page opened from a file (a self-contained report needs none); the list of those tried."
+    blocked = []
+    def route(rt):
+        if rt.request.url.startswith(('http:', 'https:')): blocked.append(rt.request.url); rt.abort()
+        else: rt.continue_()
+    page.route('**/*', route)
+    return blocked
+
 def _loopback_only(page, blocked):
     "Abort every request that is not to the local server (there is no network, and the test must not need one)."
     def route(r):
@@ -186,11 +195,7 @@ def test_report_html_renders_offline(tmp_path, browser_ok):
     assert out.exists() and out.with_suffix('.ipynb').exists()
     art = artifacts_dir(tmp_path)
     with chromium() as (page, problems):
-        blocked = []
-        def route(rt):
-            if rt.request.url.startswith(('http:', 'https:')): blocked.append(rt.request.url); rt.abort()
-            else: rt.continue_()
-        page.route('**/*', route)
+        blocked = _file_only(page)
         page.goto(out.as_uri(), wait_until='load', timeout=120_000)
         plots = page.locator('.js-plotly-plot')
         until(lambda: plots.count() >= 5 and page.locator('.js-plotly-plot .main-svg').count() >= plots.count(), 60,

@@ -6,7 +6,7 @@ import json, re, shutil, subprocess, time
 from pathlib import Path
 import pytest
 from browser_util import jupyterlab, chromium, artifacts_dir, cli
-from test_browser import browser_ok, until, _loopback_only, NB_STATE, NB_ERRORS  # noqa: F401  (browser_ok: a fixture)
+from test_browser import browser_ok, until, _loopback_only, _file_only, NB_STATE, NB_ERRORS  # noqa: F401  (browser_ok: a fixture)
 
 ROOT = Path(__file__).parent.parent
 FIXTURE = ROOT/'tests'/'fixtures'/'recordings'/'sglang-deep-dsv3'
@@ -128,11 +128,7 @@ def test_report_from_the_engine_recording(tmp_path, browser_ok):
     printed = '\n'.join(''.join(o.get('text', '')) for c in nb['cells'] for o in c.get('outputs', []) if o.get('output_type') == 'stream')
     assert '[deepseek_v3, 61 layers]' in printed, printed[:2000]
     with chromium() as (page, problems):
-        blocked = []
-        def route(rt):
-            if rt.request.url.startswith(('http:', 'https:')): blocked.append(rt.request.url); rt.abort()
-            else: rt.continue_()
-        page.route('**/*', route)
+        blocked = _file_only(page)
         page.goto(out.as_uri(), wait_until='load', timeout=60_000)
         plots = page.locator('.js-plotly-plot')
         until(lambda: plots.count() >= 5 and page.locator('.js-plotly-plot .main-svg').count() >= plots.count(), 60, 'the report figures')

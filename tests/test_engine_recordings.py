@@ -160,10 +160,10 @@ def test_doctor_from_the_fixture_gives_the_in_process_answers(name):
 # the assembler on raw folders written here, with known contents
 H, V, N = 4, 12, 3
 
-def _target(path:Path)->Path:
+def _target(path:Path, n_layers:int=N)->Path:
     "A target directory the assembler reads: config.json and the two borrowed tensors (no tokenizer)."
     path.mkdir(parents=True)
-    (path/'config.json').write_text(json.dumps(dict(model_type='llama', num_hidden_layers=N, hidden_size=H, vocab_size=V,
+    (path/'config.json').write_text(json.dumps(dict(model_type='llama', num_hidden_layers=n_layers, hidden_size=H, vocab_size=V,
         intermediate_size=8, num_attention_heads=1, num_key_value_heads=1, tie_word_embeddings=False)))
     g = torch.Generator().manual_seed(1)
     save_file({'model.embed_tokens.weight': torch.randn(V, H, generator=g), 'lm_head.weight': torch.randn(V, H, generator=g)}, str(path/'model.safetensors'))

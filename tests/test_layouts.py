@@ -23,16 +23,8 @@ from eagle3_workbench.records import raw_process_folder, write_raw_pass
 from eagle3_workbench.layouts import PLACE_KEY
 from eagle3_workbench.engine_recording import assemble, write_request
 
-H, V, N = 4, 12, 5
-
-def _target(path:Path)->Path:
-    "A target directory the assembler reads: config.json and the two borrowed tensors."
-    path.mkdir(parents=True)
-    (path/'config.json').write_text(json.dumps(dict(model_type='llama', num_hidden_layers=N, hidden_size=H, vocab_size=V,
-        intermediate_size=8, num_attention_heads=1, num_key_value_heads=1, tie_word_embeddings=False)))
-    g = torch.Generator().manual_seed(1)
-    save_file({'model.embed_tokens.weight': torch.randn(V, H, generator=g), 'lm_head.weight': torch.randn(V, H, generator=g)}, str(path/'model.safetensors'))
-    return path
+from test_engine_recordings import _target, H, V   # the assembler's tiny borrowed target
+N = 5
 
 def pp_indices(n_layers:int, rank:int, size:int)->tuple:
     "SGLang's `get_pp_indices` without a partition list: an even split, the remainder to the last stages (written from its docstring)."
@@ -94,7 +86,7 @@ def write_layout(raw:Path, per:list, tp=1, pp=1, dp=1, chunk=5, local_ids=False,
 def base(tmp_path_factory):
     "The target, the truth, and the recording one process (no parallelism) makes of it."
     tmp = tmp_path_factory.mktemp('layouts')
-    t, per = _target(tmp/'target'), truth()
+    t, per = _target(tmp/'target', N), truth()
     return tmp, t, per, assemble(write_layout(tmp/'raw-1', per), tmp/'rec-1', target=t)
 
 def same_recording(a, b):
