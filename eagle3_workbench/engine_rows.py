@@ -10,8 +10,9 @@ from typing import Callable, NamedTuple
 __all__ = ['SGLANG', 'VLLM', 'TRTLLM', 'SPECFORGE', 'SPECULATORS', 'EAGLE', 'RESID', 'FAMILIES', 'ALIASES', 'NAMED',
            'ENGINE_NAMES', 'DEFAULT_ENGINE', 'SERVING', 'READING_ROWS', 'EDITABLE', 'RECOMMENDED_IDS', 'RULES',
            'CONVENTIONS', 'PARENT', 'MODEL_FILES', 'ENGINE_FACTS', 'DEEPSEEK_FILES', 'PR25454_FILES', 'TENSOR_SAID',
-           'FIXED', 'SPECFORGE_010', 'READINGS', 'VARIANT_SUPPORT', 'BORROWED', 'VARIANT_KEYS', 'SERVED_AS', 'Family',
-           'Named', 'Convention', 'ModelFile', 'Fact', 'Support']
+           'FIXED', 'SPECFORGE_010', 'READINGS', 'VARIANT_SUPPORT', 'BORROWED', 'VARIANT_KEYS', 'SERVED_AS',
+           'LAYOUT_FLAGS', 'LIMITS', 'HANDOFF_PATH', 'HANDOFF_THREADS', 'DISAGG_MODES', 'Family', 'Named', 'Convention',
+           'ModelFile', 'Fact', 'Support', 'LayoutFlag', 'Limit']
 
 # %% ../nbs/00a_engine_rows.ipynb #b5578961
 SGLANG, VLLM, TRTLLM, SPECFORGE, SPECULATORS, EAGLE, RESID = 'sglang', 'vllm', 'trtllm', 'specforge', 'speculators', 'eagle', 'resid'
@@ -337,3 +338,65 @@ SERVED_AS = {   # fault code -> what the serving engines make of a checkpoint fa
     'VOCAB_MAP_INVALID': "engines map draft ids outside the target vocabulary: the draft proposes wrong tokens or fails",
 }
 
+
+# %% ../nbs/00a_engine_rows.ipynb #4c74eb81
+class LayoutFlag(NamedTuple):
+    engine: str      # the engine's name in the registry ('sglang', 'vllm')
+    setting: str     # the server argument or config attribute that holds it
+    flag: str        # the command-line flag
+    group: str       # the parallel group it sets: 'tp', 'pp', 'dp', 'ep', or 'disagg'
+    on: Callable     # whether a value turns the layout on
+    how: str         # how the assembler takes the rows it makes
+    refused: str = ''   # why a recording cannot be made with it on ('' when it can)
+
+_big, _set = (lambda v: (v or 1) > 1), (lambda v: v not in (None, False, 'none', 'null', ''))
+LAYOUT_FLAGS = (
+    LayoutFlag('sglang', 'tp_size', '--tp-size', 'tp', _big, "ranks checked to agree; logits joined by vocabulary slice"),
+    LayoutFlag('sglang', 'pp_size', '--pp-size', 'pp', _big, "stages merged by layer, checked to have run the same passes"),
+    LayoutFlag('sglang', 'dp_size', '--dp-size', 'dp', _big, "replicas merged by request, each request on one replica"),
+    LayoutFlag('sglang', 'ep_size', '--ep-size', 'ep', _big, "every rank's rows checked to be the pass's tokens, ranks checked to agree"),
+    LayoutFlag('sglang', 'moe_a2a_backend', '--moe-a2a-backend', 'ep', _set, "every rank's rows checked to be the pass's tokens, ranks checked to agree"),
+    LayoutFlag('sglang', 'enable_dp_attention', '--enable-dp-attention', 'dp', _set, '',
+               "a rank's rows are its attention-DP group's tokens while its logits are a vocabulary slice over the whole tensor-parallel group"),
+    LayoutFlag('sglang', 'disaggregation_mode', '--disaggregation-mode', 'disagg', lambda v: v == 'decode', '',
+               "a decode node never prefills its requests (their KV cache comes from the prefill node): record on the prefill node"),
+    LayoutFlag('vllm', 'tensor_parallel_size', '--tensor-parallel-size', 'tp', _big, "ranks checked to agree; logits from the rank that computes them"),
+    LayoutFlag('vllm', 'pipeline_parallel_size', '--pipeline-parallel-size', 'pp', _big, "stages merged by layer, checked to have run the same passes"),
+    LayoutFlag('vllm', 'data_parallel_size', '--data-parallel-size', 'dp', _big, "replicas merged by request, each request on one replica"),
+    LayoutFlag('vllm', 'enable_expert_parallel', '--enable-expert-parallel', 'ep', _set, "every rank's rows checked to be the pass's tokens, ranks checked to agree"),
+    LayoutFlag('vllm', 'kv_role', '--kv-transfer-config', 'disagg', lambda v: v == 'kv_consumer', '',
+               "a kv_consumer never prefills its requests (their KV cache comes from the producer): record on the producer"),
+)
+
+# %% ../nbs/00a_engine_rows.ipynb #fbe5c584
+class Limit(NamedTuple):
+    engine: str     # the engine's family ('sglang')
+    first: str      # the first release read that holds it
+    last: str       # the last release read that holds it (the next release read does not)
+    what: str       # 'num_aux': the aux states are fixed at `value`; 'width': a buffer assumes the target as wide as the draft
+    value: object
+    source: str     # file, lines per release, and what the code does
+
+_E3, _W = 'models/llama_eagle3.py', 'speculative/eagle_worker.py'
+LIMITS = (
+    Limit('sglang', '0.5.6', '0.5.11', 'num_aux', 3, f"{_E3} (0.5.6: 135-136; 0.5.11: 138-139): fc = Linear(hidden_size_in * 3, hidden_size); "
+          f"0.5.12: {_E3}:154-158 reads len(eagle_aux_hidden_state_layer_ids)"),
+    Limit('sglang', '0.5.6', '0.5.11', 'width', 'hidden_size * 3', f"{_W} (0.5.6: 932; 0.5.11: 1116-1121): an idle batch's draft input is "
+          f"model_config.hidden_size * 3 wide, the draft's hidden size, not target_hidden_size (idle batches: data-parallel attention)"),
+)
+
+# %% ../nbs/00a_engine_rows.ipynb #11d9be4c
+HANDOFF_PATH = (   # (step, SGLang 0.5.23 file:lines inside the sglang package, what it does)
+    ('sized', 'srt/managers/scheduler.py:1549-1553, srt/speculative/eagle_utils.py:279-290, srt/configs/model_config.py:1576-1580',
+     "the hand-off buffer is as wide as the draft config's spec_hidden_size: the draft's hidden_size"),
+    ('sent', 'srt/speculative/eagle_worker_v2.py:1086-1090, srt/disaggregation/prefill.py:941-946, 1036-1038',
+     "per request, its row of next_draft_input.hidden_states: the draft's state after its extend pass, at the last prompt token"),
+    ('copied', 'srt/disaggregation/utils.py:474-476, 649-661', "into output_hidden_states[slot]: one row of that width per request"),
+    ('read', 'srt/disaggregation/decode.py:2727-2730, srt/speculative/eagle_disaggregation.py:76-78',
+     "the decode node stacks the rows into the hidden_states of the draft's first step"),
+    ('fed', 'srt/models/llama_eagle3.py:237-247', "a row wider than the embedding goes through the fc, one as wide does not"),
+)
+HANDOFF_THREADS = dict(   # the public threads of each way it went wrong
+    aux='https://github.com/sgl-project/sglang/issues/10059, https://github.com/sgl-project/sglang/pull/9976',
+    width='https://github.com/sgl-project/sglang/pull/13590, https://github.com/sgl-project/sglang/pull/23918')
+DISAGG_MODES = ('prefill', 'decode')   # SGLang's --disaggregation-mode values that hand a draft's state over

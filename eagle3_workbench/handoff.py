@@ -8,27 +8,12 @@ from pathlib import Path
 import torch
 from .findings import Finding
 from .chunks import match_chunks, said
+from .engine_rows import HANDOFF_THREADS, DISAGG_MODES   # SGLang 0.5.23's hand-off, as rows (and HANDOFF_PATH)
 
 # %% auto #0
-__all__ = ['HANDOFF_PATH', 'HANDOFF_THREADS', 'DISAGG_MODES', 'CHUNKED_NOTE', 'handoff_width', 'read_handoff', 'handoff_findings',
-           'DumpLayers', 'dump_layers']
+__all__ = ['CHUNKED_NOTE', 'handoff_width', 'read_handoff', 'handoff_findings', 'DumpLayers', 'dump_layers']
 
 # %% ../nbs/02m_handoff.ipynb #b84cb266
-HANDOFF_PATH = (   # (step, SGLang 0.5.23 file:lines inside the sglang package, what it does)
-    ('sized', 'srt/managers/scheduler.py:1549-1553, srt/speculative/eagle_utils.py:279-290, srt/configs/model_config.py:1576-1580',
-     "the hand-off buffer is as wide as the draft config's spec_hidden_size: the draft's hidden_size"),
-    ('sent', 'srt/speculative/eagle_worker_v2.py:1086-1090, srt/disaggregation/prefill.py:941-946, 1036-1038',
-     "per request, its row of next_draft_input.hidden_states: the draft's state after its extend pass, at the last prompt token"),
-    ('copied', 'srt/disaggregation/utils.py:474-476, 649-661', "into output_hidden_states[slot]: one row of that width per request"),
-    ('read', 'srt/disaggregation/decode.py:2727-2730, srt/speculative/eagle_disaggregation.py:76-78',
-     "the decode node stacks the rows into the hidden_states of the draft's first step"),
-    ('fed', 'srt/models/llama_eagle3.py:237-247', "a row wider than the embedding goes through the fc, one as wide does not"),
-)
-HANDOFF_THREADS = dict(   # the public threads of each way it went wrong
-    aux='https://github.com/sgl-project/sglang/issues/10059, https://github.com/sgl-project/sglang/pull/9976',
-    width='https://github.com/sgl-project/sglang/pull/13590, https://github.com/sgl-project/sglang/pull/23918')
-DISAGG_MODES = ('prefill', 'decode')   # SGLang's --disaggregation-mode values that hand a draft's state over
-
 def handoff_width(settings:dict, # the deployment's settings: SGLang server info or its `server_args=` line, by name
                   draft, # the draft's config (`DraftConfig`): hidden_size, num_aux, target_hidden_size
                  )->int|None: # the width each hand-off row must have; None when the settings hand nothing over

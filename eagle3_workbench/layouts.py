@@ -4,10 +4,10 @@
 
 # %% ../nbs/00h_layouts.ipynb #9984ae27
 from __future__ import annotations
-from typing import Callable, NamedTuple
+from .engine_rows import LAYOUT_FLAGS   # the rows: one per launch flag, in the registry
 
 # %% auto #0
-__all__ = ['GROUPS', 'PLACE_KEY', 'LAYOUT_FLAGS', 'rank_place', 'rank_key', 'LayoutFlag', 'layout_refusal', 'layout_lines']
+__all__ = ['GROUPS', 'PLACE_KEY', 'rank_place', 'rank_key', 'layout_refusal', 'layout_lines']
 
 # %% ../nbs/00h_layouts.ipynb #deafcd4e
 GROUPS = ('tp', 'pp', 'dp', 'ep')   # tensor, pipeline, data, expert parallel
@@ -32,35 +32,6 @@ def rank_place(info:dict, # a process.json: `place` when the recorder knew it, e
 def rank_key(place:dict)->tuple:
     "(data-parallel rank, pipeline stage, tensor-parallel rank): where a process's rows go."
     return place['dp_rank'], place['pp_rank'], place['tp_rank']
-
-# %% ../nbs/00h_layouts.ipynb #aef1bc36
-class LayoutFlag(NamedTuple):
-    engine: str      # the engine's name in the registry ('sglang', 'vllm')
-    setting: str     # the server argument or config attribute that holds it
-    flag: str        # the command-line flag
-    group: str       # the parallel group it sets: 'tp', 'pp', 'dp', 'ep', or 'disagg'
-    on: Callable     # whether a value turns the layout on
-    how: str         # how the assembler takes the rows it makes
-    refused: str = ''   # why a recording cannot be made with it on ('' when it can)
-
-_big, _set = (lambda v: (v or 1) > 1), (lambda v: v not in (None, False, 'none', 'null', ''))
-LAYOUT_FLAGS = (
-    LayoutFlag('sglang', 'tp_size', '--tp-size', 'tp', _big, "ranks checked to agree; logits joined by vocabulary slice"),
-    LayoutFlag('sglang', 'pp_size', '--pp-size', 'pp', _big, "stages merged by layer, checked to have run the same passes"),
-    LayoutFlag('sglang', 'dp_size', '--dp-size', 'dp', _big, "replicas merged by request, each request on one replica"),
-    LayoutFlag('sglang', 'ep_size', '--ep-size', 'ep', _big, "every rank's rows checked to be the pass's tokens, ranks checked to agree"),
-    LayoutFlag('sglang', 'moe_a2a_backend', '--moe-a2a-backend', 'ep', _set, "every rank's rows checked to be the pass's tokens, ranks checked to agree"),
-    LayoutFlag('sglang', 'enable_dp_attention', '--enable-dp-attention', 'dp', _set, '',
-               "a rank's rows are its attention-DP group's tokens while its logits are a vocabulary slice over the whole tensor-parallel group"),
-    LayoutFlag('sglang', 'disaggregation_mode', '--disaggregation-mode', 'disagg', lambda v: v == 'decode', '',
-               "a decode node never prefills its requests (their KV cache comes from the prefill node): record on the prefill node"),
-    LayoutFlag('vllm', 'tensor_parallel_size', '--tensor-parallel-size', 'tp', _big, "ranks checked to agree; logits from the rank that computes them"),
-    LayoutFlag('vllm', 'pipeline_parallel_size', '--pipeline-parallel-size', 'pp', _big, "stages merged by layer, checked to have run the same passes"),
-    LayoutFlag('vllm', 'data_parallel_size', '--data-parallel-size', 'dp', _big, "replicas merged by request, each request on one replica"),
-    LayoutFlag('vllm', 'enable_expert_parallel', '--enable-expert-parallel', 'ep', _set, "every rank's rows checked to be the pass's tokens, ranks checked to agree"),
-    LayoutFlag('vllm', 'kv_role', '--kv-transfer-config', 'disagg', lambda v: v == 'kv_consumer', '',
-               "a kv_consumer never prefills its requests (their KV cache comes from the producer): record on the producer"),
-)
 
 # %% ../nbs/00h_layouts.ipynb #de64dbcd
 def _on(engine:str, settings:dict)->list:

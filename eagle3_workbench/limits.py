@@ -4,25 +4,9 @@
 
 # %% ../nbs/01i_limits.ipynb #37838ae0
 from __future__ import annotations
-from typing import NamedTuple
+from .engine_rows import LIMITS   # the rows, read from each release's files
 from .engines import Engine, version_tuple
 from .findings import Finding
-
-class Limit(NamedTuple):
-    engine: str     # the engine's family ('sglang')
-    first: str      # the first release read that holds it
-    last: str       # the last release read that holds it (the next release read does not)
-    what: str       # 'num_aux': the aux states are fixed at `value`; 'width': a buffer assumes the target as wide as the draft
-    value: object
-    source: str     # file, lines per release, and what the code does
-
-_E3, _W = 'models/llama_eagle3.py', 'speculative/eagle_worker.py'
-LIMITS = (
-    Limit('sglang', '0.5.6', '0.5.11', 'num_aux', 3, f"{_E3} (0.5.6: 135-136; 0.5.11: 138-139): fc = Linear(hidden_size_in * 3, hidden_size); "
-          f"0.5.12: {_E3}:154-158 reads len(eagle_aux_hidden_state_layer_ids)"),
-    Limit('sglang', '0.5.6', '0.5.11', 'width', 'hidden_size * 3', f"{_W} (0.5.6: 932; 0.5.11: 1116-1121): an idle batch's draft input is "
-          f"model_config.hidden_size * 3 wide, the draft's hidden size, not target_hidden_size (idle batches: data-parallel attention)"),
-)
 
 def limits_of(engine)->list:
     "The rows of `LIMITS` that hold for one engine release (`Engine.parse` text or an `Engine`); none for an unversioned engine."
@@ -32,7 +16,7 @@ def limits_of(engine)->list:
     return [r for r in LIMITS if r.engine == e.family and version_tuple(r.first) <= v <= version_tuple(r.last)]
 
 # %% auto #0
-__all__ = ['LIMITS', 'Limit', 'limits_of', 'limit_findings']
+__all__ = ['limits_of', 'limit_findings']
 
 # %% ../nbs/01i_limits.ipynb #ced44fc6
 def limit_findings(draft, # the draft's config (`DraftConfig`): num_aux, hidden_size, target_hidden_size

@@ -1,5 +1,5 @@
 """A disaggregated deployment's hand-off, read against a real pair: the clean row is the draft's own state after its
-extend over the prompt (the state SGLang 0.5.23's prefill node sends, `handoff.HANDOFF_PATH`), computed here by the
+extend over the prompt (the state SGLang 0.5.23's prefill node sends, `engine_rows.HANDOFF_PATH`), computed here by the
 workbench's own draft; each planted row is what a public thread saw sent instead, named, beside its clean counterpart."""
 import json
 import pytest, torch

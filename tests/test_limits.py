@@ -1,10 +1,11 @@
 """Engine releases that fix three aux states or assume the target as wide as the draft (SGLang 0.5.6 to 0.5.11, rows of
-`limits.LIMITS` read from their files): a four-aux draft and a narrow draft named on those releases, silent on 0.5.12 and
+`engine_rows.LIMITS` read from their files): a four-aux draft and a narrow draft named on those releases, silent on 0.5.12 and
 for drafts that fit; the fc shape the message gives is the one the workbench's own draft builds."""
 import pytest
 from eagle3_workbench.draft_config import DraftConfig
 from eagle3_workbench.testing import tiny_draft_config, random_draft
-from eagle3_workbench.limits import LIMITS, limit_findings, limits_of
+from eagle3_workbench.engine_rows import LIMITS
+from eagle3_workbench.limits import limit_findings, limits_of
 from eagle3_workbench.engines import version_tuple
 
 def _cfg(ids=(1, 2, 3), **kw):

@@ -14,7 +14,8 @@ from torch import nn
 from ..points import (SGLANG_DRAFT_PARTS, SGLANG_TARGET_PARTS, SGLANG_LAYER, SGLANG_INPUT_NORM,
     SGLANG_SPELLINGS, sglang_draft_name, sglang_resid_module, first_tensor, resid_k, infer_phase)
 from ..records import Record, Origin, tensor_stats, raw_process_folder, write_raw_pass, rank_logits
-from ..layouts import LAYOUT_FLAGS, PLACE_KEY, layout_refusal
+from ..engine_rows import LAYOUT_FLAGS
+from ..layouts import PLACE_KEY, layout_refusal
 
 # %% auto #0
 __all__ = ['RECORD_MODES', 'RECORD_MODULES', 'FORCED_MLA_BACKENDS', 'module_points', 'read_point', 'tensor_ints', 'flush_all',
