@@ -13,7 +13,7 @@ from torch import nn
 from .draft_config import ModelLoadError, DraftConfig
 from .draft import Eagle3Draft
 from .engines import Engine
-from .conventions import read_aux_ids
+from .conventions import read_aux_ids, TRAINER_ROWS
 from .wiring import resolve_wiring, Wiring
 from .threads import apply_threads
 from .target import target_parts, text_config, model_class
@@ -338,7 +338,8 @@ def _speculators_ids(c:DraftConfig, resid_layers)->list|None:
         if len(resid_layers) != c.num_aux: raise ValueError(f"resid_layers={list(resid_layers)}: expected {c.num_aux} ids, one per fc chunk")
         return [int(k) for k in resid_layers]
     ids = read_aux_ids(c.raw)
-    if c.trainer == 'speculators' or (ids['top_level'] is None and ids['nested'] is None): return ids['top_level']
+    same = getattr(TRAINER_ROWS.get(c.trainer), 'convention', None) == TRAINER_ROWS['speculators'].convention   # its ids already mean resid[k]
+    if same or (ids['top_level'] is None and ids['nested'] is None): return ids['top_level']
     raise ValueError(f"resid_layers is needed: the ids {c.trainer} wrote ({ids['nested'] or ids['top_level']}) are read by "
                      f"speculators as resid[k], which is not what {c.trainer} meant; pass the resid indices the draft was trained on")
 
