@@ -75,7 +75,7 @@ class VerifyResult:
     cycle: int
     root: int             # the pending token verified with the proposals
     proposed: list        # proposed tokens along the chain / tree, node order
-    target_probs: list    # the target's probability of each proposed token
+    target_probs: list    # the target's probability of each proposed token (NaN from a recording past the recorded path: no logits there)
     target_tokens: list   # the target's choice at each visited node (greedy: argmax; sampling: its sample)
     accepted: int         # proposals accepted (accept length = accepted + 1)
     accepted_tokens: list

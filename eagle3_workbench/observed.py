@@ -11,7 +11,7 @@ from statistics import NormalDist
 from .engine_rows import SGLANG
 from .engines import Engine
 from .findings import Finding
-from .stats import bootstrap_ci, wilson
+from .stats import bootstrap_ci, wilson, counts_mean_ci
 from .prompts import read_prompts, render_chats
 from .engine import summarize, run_prompts, SpecSettings
 from .outputs import SETTINGS_NAMES, Observed, read_observed, json_ready, observed_from_requests, acceptance_by_context, Trend, acceptance_trend
@@ -253,11 +253,7 @@ def _signature(rows:list, first:int|None, length_below:bool=False)->str|None:
 def _length_ci(o:Observed, z:float)->tuple|None:
     "Normal interval of the accept length from per-position counts (the histogram they imply), or None without counts."
     if not o.accepted_per_pos or not o.drafts: return None
-    c = list(o.accepted_per_pos) + [0]
-    hist = [o.drafts - c[0]] + [c[j] - c[j + 1] for j in range(len(c) - 1)]
-    mean = sum((1 + j) * h for j, h in enumerate(hist)) / o.drafts
-    sd = math.sqrt(max(0.0, sum((1 + j - mean) ** 2 * h for j, h in enumerate(hist)) / o.drafts))
-    return (mean - z * sd / math.sqrt(o.drafts), mean + z * sd / math.sqrt(o.drafts))
+    return counts_mean_ci(o.accepted_per_pos, o.drafts, z)
 
 # %% ../nbs/04c_observed.ipynb #74b01e45
 ZERO_CAUSES = [   # (code, cause, check, how it is told apart): the causes that give exactly zero acceptance

@@ -13,7 +13,7 @@ from .teacher import ttt_forward
 from .recording import Recording
 from .scores import kept_scores, read_kept, keep_scores
 from .stats import (paired_change, paired_gain, beats, tied, holm_threshold, tokens_to_separate, ALPHA,
-                                    race_blocks, race_survivors)
+                                    race_blocks, race_survivors, clustered_se)
 from .variants import served_draft
 
 # %% auto #0
@@ -321,8 +321,7 @@ class Sweep:
 
     def se(self)->torch.Tensor:
         "Each candidate's agreement's standard error over prompts."
-        n, m = self.positions, self.prompts
-        return ((self.hits - self.agreement[:, None] * n).pow(2).sum(1) * m / max(m - 1, 1)).sqrt() / n.sum()
+        return clustered_se(self.hits, self.agreement, self.positions)
 
 # %% ../nbs/04_search.ipynb #9bfea176
 def _indexed(many, idx:list):

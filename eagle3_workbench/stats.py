@@ -9,9 +9,9 @@ from statistics import NormalDist
 import torch
 
 # %% auto #0
-__all__ = ['ALPHA', 'RACE_FIRST', 'pooled_mean', 'bootstrap_ci', 'wilson', 'paired_change', 'unpaired_change', 'paired_gain',
-           'holm_threshold', 'beats', 'tied', 'tokens_to_separate', 'race_blocks', 't_tail', 'race_threshold',
-           'race_survivors', 'within_slopes', 'slope_se', 't_quantile']
+__all__ = ['ALPHA', 'RACE_FIRST', 'pooled_mean', 'bootstrap_ci', 'wilson', 'counts_mean_ci', 'clustered_se', 'paired_change',
+           'unpaired_change', 'paired_gain', 'holm_threshold', 'beats', 'tied', 'tokens_to_separate', 'race_blocks',
+           't_tail', 'race_threshold', 'race_survivors', 'within_slopes', 'slope_se', 't_quantile']
 
 # %% ../nbs/00d_stats.ipynb #250be428
 def pooled_mean(groups:list, # one list of values per prompt or request
@@ -47,6 +47,27 @@ def wilson(k:float, n:float, level:float=0.95)->tuple:
     z, p = NormalDist().inv_cdf(0.5 + level / 2), k / n
     c, h = (p + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return (max(0.0, c - h), min(1.0, c + h))
+
+# %% ../nbs/00d_stats.ipynb #b37b08fa
+def counts_mean_ci(accepted_per_pos:list, # per draft position, the cycles that accepted it (non-increasing)
+                   drafts:int, # the verify cycles counted
+                   z:float)->tuple: # the normal quantile of the interval
+    "Normal interval of the accept length (1 + tokens accepted per cycle) implied by per-position counts."
+    c = list(accepted_per_pos) + [0]
+    hist = [drafts - c[0]] + [c[j] - c[j + 1] for j in range(len(c) - 1)]
+    mean = sum((1 + j) * h for j, h in enumerate(hist)) / drafts
+    sd = math.sqrt(max(0.0, sum((1 + j - mean) ** 2 * h for j, h in enumerate(hist)) / drafts))
+    return (mean - z * sd / math.sqrt(drafts), mean + z * sd / math.sqrt(drafts))
+
+# %% ../nbs/00d_stats.ipynb #9ac87141
+def clustered_se(hits:torch.Tensor, # [K, m] (or [m]) agreeing positions per candidate and prompt
+                 rate:torch.Tensor, # [K] (or scalar) each candidate's pooled agreement, hits.sum / positions.sum
+                 positions:torch.Tensor, # [m] positions scored per prompt
+                 )->torch.Tensor:
+    "Standard error of a pooled proportion, clustered by prompt."
+    m = positions.shape[-1]
+    res = hits - torch.as_tensor(rate, dtype=hits.dtype)[..., None] * positions
+    return (res.pow(2).sum(-1) * m / max(m - 1, 1)).sqrt() / positions.sum()
 
 # %% ../nbs/00d_stats.ipynb #ab4be1bf
 def paired_change(after, # [m, 2] per prompt: numerator, denominator (float64)
