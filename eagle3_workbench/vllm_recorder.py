@@ -41,12 +41,16 @@ def _group_rank(name:str)->int|None:
     try: return int(getattr(import_module('vllm.distributed.parallel_state'), f'get_{name}_group')().rank_in_group)
     except Exception: return None
 
-def worker_place(worker, stack:nn.Module)->dict:
+def worker_place(worker, stack:nn.Module,
+                 replicas:int|None=None, # the launch's data_parallel_size, where vLLM ran the replicas as independent engines
+                )->dict:
     "The layouts chapter's place of a worker: its tensor, pipeline, data and expert rank, and its stage's layers."
     pc, n = worker.parallel_config, len(stack.layers)
+    dp_size, dp_rank = getattr(pc, 'data_parallel_size', 1) or 1, getattr(pc, 'data_parallel_rank', 0) or 0
+    if dp_size == 1 and (replicas or 1) > 1:   # a dense model's replica, reconfigured as DP=1: only data_parallel_index says which
+        dp_size, dp_rank = int(replicas), int(getattr(pc, 'data_parallel_index', 0) or 0)
     place = dict(tp_size=getattr(pc, 'tensor_parallel_size', 1) or 1, pp_size=getattr(pc, 'pipeline_parallel_size', 1) or 1,
-                 dp_size=getattr(pc, 'data_parallel_size', 1) or 1, dp_rank=getattr(pc, 'data_parallel_rank', 0) or 0,
-                 start_layer=int(getattr(stack, 'start_layer', 0)), end_layer=int(getattr(stack, 'end_layer', n)))
+                 dp_size=dp_size, dp_rank=dp_rank, start_layer=int(getattr(stack, 'start_layer', 0)), end_layer=int(getattr(stack, 'end_layer', n)))
     for g in ('tp', 'pp'):
         r = _group_rank(g)
         place[f'{g}_rank'] = r if r is not None else (int(getattr(worker, 'rank', 0) or 0) if g == 'tp' and place['tp_size'] > 1 else 0)
@@ -55,9 +59,9 @@ def worker_place(worker, stack:nn.Module)->dict:
 # %% ../nbs/02j_vllm_recorder.ipynb #7768351f
 class _Passes:
     "One recording on one worker: hooks on the top model and on every decoder layer, writing raw passes."
-    def __init__(self, worker, folder:str, logit_ids=None, layers=None, block:int=1024):
+    def __init__(self, worker, folder:str, logit_ids=None, layers=None, block:int=1024, replicas:int|None=None):
         self.runner, self.model = worker.model_runner, worker.model_runner.model
-        stack = decoder_stack(self.model); self.layers, place = stack.layers, worker_place(worker, stack)
+        stack = decoder_stack(self.model); self.layers, place = stack.layers, worker_place(worker, stack, replicas)
         self.n, self.block, self.cur, self.count, self.files, self.errors = len(self.layers), block, None, 0, [], []
         a, b = place['start_layer'], place['end_layer']   # this stage's layers; the last stage computes the logits
         self.last = b == self.n
@@ -135,11 +139,12 @@ class RecorderExtension:
     def recorder_start(self, folder:str, # where every worker writes its process folder (one file system for all)
                        logit_ids:list|None=None, # keep these token ids' logits only (a draft's vocabulary); default all
                        layers:list|None=None, # resid indices to keep; default every one
+                       replicas:int|None=None, # the launch's data_parallel_size (vLLM runs a dense model's replicas as independent engines)
                       )->dict:
         "Hook the target on this worker (refused for a compiled model and the layouts the layouts chapter refuses)."
         if why := recorder_refusal(self): raise ValueError(f"eagle3_workbench.vllm_recorder: {why}")
         if getattr(self, '_e3w_passes', None) is not None: self._e3w_passes.stop()
-        self._e3w_passes = _Passes(self, folder, logit_ids, layers)
+        self._e3w_passes = _Passes(self, folder, logit_ids, layers, replicas=replicas)
         return dict(folder=str(self._e3w_passes.dir), layers=self._e3w_passes.n + 1, model=type(self.model_runner.model).__name__)
 
     def recorder_stop(self)->dict:

@@ -45,6 +45,7 @@ LLAMA = dict(target='zoo:tiny-llama', draft='zoo:tiny-llama-eagle3', n_prompts=8
 MADE = {'sglang-tiny-llama': Made(('sglang', '0.5.23'), **LLAMA), 'vllm-tiny-llama': Made(('vllm', '0.32.0'), **LLAMA),
         'sglang-tiny-llama-pp2': Made(('sglang', '0.5.23'), **LLAMA, pp=2, doctor=False),
         'sglang-tiny-llama-dp2': Made(('sglang', '0.5.23'), **LLAMA, dp=2, doctor=False),
+        'vllm-tiny-llama-dp2': Made(('vllm', '0.32.0'), **(LLAMA | dict(n_prompts=3)), dp=2, doctor=False),
         'sglang-deep-dsv3': Made(('sglang', '0.5.23'), 'zoo:deep-dsv3', 'zoo:deep-dsv3-eagle3', 12, 44, 31, 64, 61,
                                  'sglang==0.5.6', (0, 3, 31), (3, 31, 59)),
         'sglang-deep-dsv3-tp2': Made(('sglang', '0.5.23'), 'zoo:deep-dsv3', 'zoo:deep-dsv3-eagle3', 4, 16, 31, 64, 61,
@@ -124,10 +125,13 @@ def test_fixture_is_the_in_process_recording(name):
 
 @pytest.mark.parametrize('name', [n for n, m in MADE.items() if m.pp > 1 or m.dp > 1])
 def test_layout_fixture_is_the_single_rank_fixture(name):
-    "SGLang's two pipeline stages joined by layer, its two replicas by request: the one-process SGLang recording of the same prompts."
-    rec, one = open_recording(FIX/name), open_recording(FIX/'sglang-tiny-llama')
-    assert rec.manifest['request'] == one.manifest['request']
-    for i in range(len(one.sequences)):
+    "Two pipeline stages joined by layer, two replicas by request: the same engine's one-process recording of the same prompts."
+    m = MADE[name]
+    rec, one = open_recording(FIX/name), open_recording(FIX/f'{m.engine[0]}-tiny-llama')
+    req, req1 = rec.manifest['request'], one.manifest['request']   # vLLM's replicas: the first 3 of the one-process fixture's 8 prompts
+    assert {k: v for k, v in req.items() if k not in ('source', 'prompts', 'token_ids_sha256')} == {k: v for k, v in req1.items() if k not in ('source', 'prompts', 'token_ids_sha256')}
+    assert req['prompts'] == m.n_prompts and req['source'] == req1['source'] | dict(n_prompts=m.n_prompts)   # the tokens: below
+    for i in range(m.n_prompts):
         assert torch.equal(rec.tokens(i), one.tokens(i)) and torch.equal(rec.greedy(i), one.greedy(i)), (name, i)
         assert all(_close_bf16(rec.resid(k, i), one.resid(k, i)) for k in one.layers), (name, i)
         a, b = rec.logits(i).double(), one.logits(i).double()
@@ -305,7 +309,8 @@ def _python(var:str, module:str):
     ('sglang-deep-dsv3', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '64']),
     ('sglang-deep-dsv3-tp2', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--tp', '2']),
     ('sglang-tiny-llama-pp2', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '32', '--pp', '2', '--server-args=--max-total-tokens 8192']),
-    ('sglang-tiny-llama-dp2', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '32', '--dp', '2', '--server-args=--max-total-tokens 8192'])])
+    ('sglang-tiny-llama-dp2', 'EAGLE3_SGLANG_PYTHON', 'sglang', ['--device', 'cpu', '--chunked-prefill-size', '32', '--dp', '2', '--server-args=--max-total-tokens 8192']),
+    ('vllm-tiny-llama-dp2', 'EAGLE3_VLLM_PYTHON', 'vllm', ['--max-num-batched-tokens', '64', '--dp', '2', '--dp-cores', '0|1'])])
 def test_engine_records_the_fixture_again(name, var, module, extra, tmp_path):
     "The fixture's command, run again against the engine: the same tokens, greedy tokens and (within rounding) resid[k]."
     engine, m = name.split('-')[0], MADE[name]
