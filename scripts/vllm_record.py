@@ -37,18 +37,28 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # ----------------------------------------------------------------------------------------------------------------------
 # the vLLM side: runs in the vLLM interpreter; imports vllm, and the extension through the workers
-def vllm_side(spec:dict)->dict:
-    os.environ.setdefault('VLLM_CPU_KVCACHE_SPACE', '1')
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
-    import vllm
+def _engine_kwargs(spec:dict)->dict:
+    "vLLM's engine arguments for the spec, offline `LLM` and `AsyncLLM` alike: the recorder's extension, eager, no prefix cache."
     kw = dict(model=spec['target'], tokenizer=spec['target'], dtype=spec['dtype'], max_model_len=spec['max_model_len'], seed=0,
               enforce_eager=True, enable_prefix_caching=False, worker_extension_cls='eagle3_workbench.vllm_recorder.RecorderExtension')
     if spec.get('attention_backend'): kw['attention_backend'] = spec['attention_backend']
     for k in ('tensor_parallel_size', 'pipeline_parallel_size'):
         if (spec.get(k) or 1) > 1: kw.update({k: spec[k], 'distributed_executor_backend': 'mp'})
     if spec.get('max_num_batched_tokens'): kw.update(max_num_batched_tokens=spec['max_num_batched_tokens'], enable_chunked_prefill=True)
-    llm = LLM(**kw)
+    return kw
+
+def _side_result(info, completions, finish, stop)->dict:
+    "What the vLLM side hands back: its release and device, the workers, the completions and each worker's stop (files counted)."
+    import vllm
+    from vllm.platforms import current_platform
+    return dict(release=vllm.__version__, device=current_platform.device_type, info=info, completions=completions, finish=finish,
+                stop=[{k: v for k, v in s.items() if k != 'files'} | dict(files=len(s['files'])) for s in stop])
+
+def vllm_side(spec:dict)->dict:
+    os.environ.setdefault('VLLM_CPU_KVCACHE_SPACE', '1')
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+    llm = LLM(**_engine_kwargs(spec))
     info = llm.collective_rpc('recorder_info')
     gen = llm.generate([TokensPrompt(prompt_token_ids=p) for p in spec['prompts']],
                        SamplingParams(temperature=0, max_tokens=spec['max_new_tokens']), use_tqdm=False)
@@ -57,9 +67,7 @@ def vllm_side(spec:dict)->dict:
     llm.generate([TokensPrompt(prompt_token_ids=p + c) for p, c in zip(spec['prompts'], completions)],
                  SamplingParams(temperature=0, max_tokens=1), use_tqdm=False)
     stop = llm.collective_rpc('recorder_stop')
-    from vllm.platforms import current_platform
-    return dict(release=vllm.__version__, device=current_platform.device_type, info=info, completions=completions, finish=[o.outputs[0].finish_reason for o in gen],
-                stop=[{k: v for k, v in s.items() if k != 'files'} | dict(files=len(s['files'])) for s in stop])
+    return _side_result(info, completions, [o.outputs[0].finish_reason for o in gen], stop)
 
 def vllm_side_dp(spec:dict)->dict:
     "Data parallel as vLLM 0.32 serves a dense model: `AsyncLLM` with data_parallel_size, independent engine cores, its own load balancer."
@@ -69,13 +77,8 @@ def vllm_side_dp(spec:dict)->dict:
     from vllm.inputs import TokensPrompt
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
-    import vllm
-    kw = dict(model=spec['target'], tokenizer=spec['target'], dtype=spec['dtype'], max_model_len=spec['max_model_len'], seed=0,
-              enforce_eager=True, enable_prefix_caching=False, worker_extension_cls='eagle3_workbench.vllm_recorder.RecorderExtension',
-              data_parallel_size=spec['dp'])
-    if spec.get('max_num_batched_tokens'): kw.update(max_num_batched_tokens=spec['max_num_batched_tokens'], enable_chunked_prefill=True)
     async def go():
-        eng = AsyncLLM.from_engine_args(AsyncEngineArgs(**kw))
+        eng = AsyncLLM.from_engine_args(AsyncEngineArgs(**_engine_kwargs(spec), data_parallel_size=spec['dp']))
         every = lambda m, *a: eng.engine_core.call_utility_all_async('collective_rpc', m, None, a, None)   # one list per engine core
         async def one(ids, n):
             last = None
@@ -92,9 +95,7 @@ def vllm_side_dp(spec:dict)->dict:
         finally: eng.shutdown()
         return info, completions, [o.finish_reason for o in gen], stop
     info, completions, finish, stop = asyncio.run(go())
-    from vllm.platforms import current_platform
-    return dict(release=vllm.__version__, device=current_platform.device_type, info=[w for e in info for w in e], completions=completions,
-                finish=finish, stop=[{k: v for k, v in s.items() if k != 'files'} | dict(files=len(s['files'])) for e in stop for s in e])
+    return _side_result([w for e in info for w in e], completions, finish, [s for e in stop for s in e])
 
 # ----------------------------------------------------------------------------------------------------------------------
 def record_with_vllm(target, out, prompts:list, max_new_tokens:int=31, vocab_ids=None, raw=None, python=None, dtype='float32',
