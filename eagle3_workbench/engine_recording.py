@@ -295,13 +295,15 @@ class Replica:
 
 def replicas(procs:dict, # from `read_raw`
              vocab_size:int, vocab_ids=None, rtol:float=1e-3)->dict:
-    "replica -> `Replica`: every stage's ranks checked, the stages joined by layer, the logits planned."
+    "replica -> `Replica`: every stage's ranks checked, the stages joined by layer, the logits planned; a replica that ran no pass is left out."
     out = {}
     for dp, stages in sorted(stage_groups(procs).items()):
+        if not any(p.passes for g in stages.values() for p in g.values()): continue   # it served no request: a balancer may send one replica all
         for group in stages.values(): check_ranks(group, rtol)
         holder = check_stages({s: g[min(g)] for s, g in stages.items()}, rtol)
         last = stages[max(stages)]
         out[dp] = Replica(stages[min(stages)][min(stages[min(stages)])], holder, last, logit_plan(last, vocab_size, vocab_ids))
+    if not out: raise ValueError(f"{next(iter(procs.values())).dir.parent}: no process wrote a pass: the engine ran no prefill while the recorder was on")
     return out
 
 def sequence_tensors(rep:Replica, pieces:list, layers, dtype)->dict:

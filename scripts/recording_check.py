@@ -18,6 +18,13 @@ def prompt_ids(target, # the target's directory or zoo:NAME (its tokenizer is us
     ids = [tok(p, add_special_tokens=False)['input_ids'] for p in read_prompts(prompts, n)]
     return [p[:prompt_tokens] if prompt_tokens else p for p in ids]
 
+def fresh_raw(raw)->Path|None:
+    "The raw folder of one engine run, checked to be new or empty (a ValueError naming it otherwise)."
+    if raw is None: return None
+    if (raw := Path(raw)).exists() and (not raw.is_dir() or any(raw.iterdir())):
+        raise ValueError(f"{raw}: not an empty folder: --raw takes a new or empty folder (the raw passes of one run)")
+    return raw
+
 def draft_vocab_ids(draft)->list:
     "The target ids a draft can propose (its d2t-mapped vocabulary): what logits='vocab' keeps."
     import torch

@@ -53,7 +53,7 @@ def record_with_sglang(target, # the target's directory or zoo:NAME
     from eagle3_workbench.engine_recording import write_request, assemble
     path = resolve_path(target)
     raw = Path(raw or tempfile.mkdtemp(prefix='e3w-sglang-raw-')).resolve()
-    if raw.exists() and any(raw.iterdir()): raise ValueError(f"{raw}: not empty: the raw passes of one run per folder")
+    recording_check.fresh_raw(raw)
     raw.mkdir(parents=True, exist_ok=True)
     if force_absorbed_mla is None:   # SGLang's CPU backend computes an MLA target's fresh prefills wrongly otherwise (the hook chapter)
         force_absorbed_mla = device == 'cpu' and 'kv_lora_rank' in json.loads((path/'config.json').read_text())
@@ -108,14 +108,16 @@ def main(argv=None)->int:
     prompts = recording_check.prompt_ids(a.target, a.prompts, a.n_prompts, a.prompt_tokens)
     vocab = recording_check.draft_vocab_ids(a.logits_draft) if a.logits_draft else None
     source = dict(prompts=a.prompts or 'zoo held-out', n_prompts=a.n_prompts, prompt_tokens=a.prompt_tokens)
+    try: recording_check.fresh_raw(a.raw)
+    except ValueError as e: print(f"sglang_record: {e}", file=sys.stderr); return 2
     try:
         rec, info = record_with_sglang(a.target, a.out, prompts, max_new_tokens=a.max_new_tokens, vocab_ids=vocab, raw=a.raw,
                                        python=a.sglang_python, device=a.device, dtype=a.dtype, store_dtype=a.store_dtype, tp=a.tp, pp=a.pp, dp=a.dp,
                                        port=a.port, chunked_prefill_size=a.chunked_prefill_size, timeout=a.timeout,
                                        extra_args=a.server_args.split(), source=source, borrow=a.borrow.split(','),
                                        force_absorbed_mla={'auto': None, 'on': True, 'off': False}[a.force_absorbed_mla])
-    except RuntimeError as e:
-        print(f"sglang_record: SGLang did not run: {e}", file=sys.stderr); return 2
+    except RuntimeError as e:   # the server's run, not the command line: a failure, not bad input
+        print(f"sglang_record: SGLang did not run: {e}", file=sys.stderr); return 1
     print(f"{a.out}: {rec}\n{info['passes']} raw passes under {info['raw']} in {info['seconds']} s; finish reasons {info['finish']}", flush=True)
     if not a.compare: return 0
     import torch

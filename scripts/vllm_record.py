@@ -106,7 +106,7 @@ def record_with_vllm(target, out, prompts:list, max_new_tokens:int=31, vocab_ids
     from eagle3_workbench.formats import resolve_path
     from eagle3_workbench.engine_recording import write_request, assemble
     raw = Path(raw or tempfile.mkdtemp(prefix='e3w-vllm-raw-')).resolve()
-    if raw.exists() and any(raw.iterdir()): raise ValueError(f"{raw}: not empty: the raw passes of one run per folder")
+    recording_check.fresh_raw(raw)
     raw.mkdir(parents=True, exist_ok=True)
     spec = dict(target=str(resolve_path(target)), prompts=prompts, max_new_tokens=max_new_tokens, vocab_ids=vocab_ids, raw=str(raw),
                 dtype=dtype, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
@@ -127,8 +127,8 @@ def record_with_vllm(target, out, prompts:list, max_new_tokens:int=31, vocab_ids
     write_request(raw, engine, str(target), prompts, got['completions'], max_new_tokens, source=source)
     rec = assemble(raw, out, logits='vocab' if vocab_ids is not None else 'full', vocab_ids=vocab_ids,
                    dtype=getattr(torch, store_dtype) if store_dtype else None, borrow=tuple(borrow))
-    return rec, dict(raw=str(raw), log=str(log), seconds=round(time.time() - t0, 1), passes=sum(s['passes'] for s in got['stop'][:1]),
-                     written=sum(s['files'] for s in got['stop']) if dp > 1 else got['stop'][0]['files'], finish=got['finish'], workers=got['info'])
+    return rec, dict(raw=str(raw), log=str(log), seconds=round(time.time() - t0, 1), passes=[s['passes'] for s in got['stop']],
+                     written=[s['files'] for s in got['stop']], finish=got['finish'], workers=got['info'])
 
 def main(argv=None)->int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -153,13 +153,15 @@ def main(argv=None)->int:
     prompts = recording_check.prompt_ids(a.target, a.prompts, a.n_prompts, a.prompt_tokens)
     vocab = recording_check.draft_vocab_ids(a.logits_draft) if a.logits_draft else None
     source = dict(prompts=a.prompts or 'zoo held-out', n_prompts=a.n_prompts, prompt_tokens=a.prompt_tokens)
+    try: recording_check.fresh_raw(a.raw)
+    except ValueError as e: print(f"vllm_record: {e}", file=sys.stderr); return 2
     try:
         rec, info = record_with_vllm(a.target, a.out, prompts, a.max_new_tokens, vocab, a.raw, a.vllm_python, a.dtype, a.store_dtype,
                                      a.max_num_batched_tokens, source=source, borrow=a.borrow.split(','),
                                      attention_backend=a.attention_backend, tp=a.tp, pp=a.pp, dp=a.dp)
-    except (RuntimeError, ValueError) as e:
-        print(f"vllm_record: {e}", file=sys.stderr); return 2
-    print(f"{a.out}: {rec}\n{info['written']} raw passes of {info['passes']} under {info['raw']} in {info['seconds']} s; "
+    except (RuntimeError, ValueError) as e:   # the engine's run or its raw passes, not the command line: a failure, not bad input
+        print(f"vllm_record: the recording failed: {e}", file=sys.stderr); return 1
+    print(f"{a.out}: {rec}\nraw passes written per worker {info['written']} of the forward passes each saw {info['passes']} under {info['raw']} in {info['seconds']} s; "
           f"finish reasons {info['finish']}; workers {info['workers']}", flush=True)
     if not a.compare: return 0
     import torch
