@@ -218,21 +218,22 @@ TENSOR_SAID = {'resid': 'resid[k], the residual stream',
 
 
 # %% ../nbs/00a_engine_rows.ipynb #c705c56a
-_PP_S = "llama.py:929-931 (0.5.23), likewise deepseek_v2.py:3459, gpt_oss.py:1338, qwen2.py:782, qwen3.py:779, qwen3_moe.py:1129, glm4_moe.py:1270"
-_PP_REFUSED = "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (0.32.0: 44-50, from gpu/model_runner.py:405-414; 0.34.0: 47-53, from :33-35): ValueError '<model class> does not support eagle3 with pipeline parallelism'"
+_PP_S = "models/llama.py (0.5.12: 798-800; 0.5.23: 929-931), likewise 0.5.23 deepseek_v2.py:3459, gpt_oss.py:1338, qwen2.py:782, qwen3.py:779, qwen3_moe.py:1129, glm4_moe.py:1270"
+_PP_V = "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (0.32.0: 44-50, from gpu/model_runner.py:405-414; 0.34.0: 47-53, from :33-35): ValueError '<model class> does not support eagle3 with pipeline parallelism'"
 ENGINE_FACTS += (
-    Fact(_S, '0.5.23', 'pp', 'any', 'last_stage', f"{_PP_S}: set_eagle3_layers_to_capture returns on every stage but the last; the loop runs start_layer..end_layer (llama.py:486-493); split distributed/utils.py:110-150 get_pp_indices"),
-    Fact(_S, '0.5.23', 'pp', 'gemma3', None, "gemma3_causal.py (0.5.23): no pp_group in the file; its pipeline behaviour not read"),
-    Fact(_S, '0.5.23', 'pp', 'deepseek_v4', None, "no EAGLE-3 on deepseek_v4.py (the eagle3 row)"),
-    Fact(_V, '0.32.0', 'pp', 'any', 'refused', f"{_PP_REFUSED}; EagleModelMixin.supports_aux_hidden_states_over_pp = False (interfaces.py 0.32.0: 1572; 0.34.0: 1624)"),
+    Fact(_S, '0.5.12', 'pp', 'any', 'refused', "server_args.py (0.5.12: 7250-7253; 0.5.17: 8721-8724): AssertionError 'Pipeline parallelism is not compatible with overlap schedule, speculative decoding'"),
+    Fact(_S, '0.5.23', 'pp', 'any', 'refused', "arg_groups/validation_hook.py:196-197, 131-138: AssertionError 'Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding'"),
+    Fact(_S, '0.5.12', 'pp_capture', 'any', 'last_stage', f"{_PP_S}: set_eagle3_layers_to_capture returns on every stage but the last; the loop runs start_layer..end_layer (0.5.12: 393; 0.5.23: 486-493); split distributed/utils.py (0.5.12: 101; 0.5.23: 110-150) get_pp_indices"),
+    Fact(_S, '0.5.12', 'pp_capture', 'gemma3', None, "gemma3_causal.py (0.5.23: 917-926): no pp_group in the file; its pipeline capture not read"),
+    Fact(_V, '0.32.0', 'pp', 'any', 'refused', f"{_PP_V}; EagleModelMixin.supports_aux_hidden_states_over_pp = False (interfaces.py 0.32.0: 1572; 0.34.0: 1624)"),
     Fact(_V, '0.32.0', 'pp', 'llama', 'relayed', "llama.py:358, qwen2.py (0.32.0: 335; 0.34.0: 344) supports_aux_hidden_states_over_pp = True; interfaces.py (0.34.0: 1634-1693) pack_local_aux_hidden_states / collect_remote_aux_hidden_states carry them in IntermediateTensors; split distributed/utils.py (0.32.0: 126-169; 0.34.0: 211-256)"),
-    Fact(_V, '0.32.0', 'pp', 'gpt_oss', 'refused', f"gpt_oss.py GptOssModel(EagleModelMixin) does not set the flag: {_PP_REFUSED}"),
-    Fact(_V, '0.32.0', 'pp', 'qwen_moe', 'refused', f"qwen3_moe.py Qwen3MoeModel(EagleModelMixin) does not set the flag: {_PP_REFUSED}"),
+    Fact(_V, '0.32.0', 'pp', 'gpt_oss', 'refused', f"gpt_oss.py GptOssModel(EagleModelMixin) does not set the flag: {_PP_V}"),
+    Fact(_V, '0.32.0', 'pp', 'qwen_moe', 'refused', f"qwen3_moe.py Qwen3MoeModel(EagleModelMixin) does not set the flag: {_PP_V}"),
     Fact(_V, '0.32.0', 'pp', 'deepseek_v4', 'relayed', "deepseek_v4/nvidia/model.py (0.32.0: 1288; 0.34.0: 824) supports_aux_hidden_states_over_pp = True; remote aux states prepended on the last stage (0.34.0: 999, 1035-1040, 1059)"),
 )
 PP_SAID = {'last_stage': "captured on the last stage only: an aux layer on an earlier stage is never captured and the draft gets fewer states",
            'relayed': "captured on every stage and relayed to the last in the intermediate tensors: the draft gets every state",
-           'refused': "refused at start: the model does not support eagle3 with pipeline parallelism",
+           'refused': "refuses EAGLE-3 with pipeline parallelism at start",
            None: "not read for this release and model file"}
 
 # %% ../nbs/00a_engine_rows.ipynb #d2bfd082
