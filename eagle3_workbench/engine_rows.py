@@ -10,7 +10,7 @@ from typing import Callable, NamedTuple
 __all__ = ['SGLANG', 'VLLM', 'TRTLLM', 'SPECFORGE', 'SPECULATORS', 'EAGLE', 'RESID', 'FAMILIES', 'ALIASES', 'NAMED',
            'ENGINE_NAMES', 'DEFAULT_ENGINE', 'SERVING', 'READING_ROWS', 'EDITABLE', 'RECOMMENDED_IDS', 'RULES',
            'CONVENTIONS', 'PARENT', 'MODEL_FILES', 'ENGINE_FACTS', 'DEEPSEEK_FILES', 'PR25454_FILES', 'TENSOR_SAID',
-           'FIXED', 'SPECFORGE_010', 'READINGS', 'VARIANT_SUPPORT', 'BORROWED', 'VARIANT_KEYS', 'SERVED_AS',
+           'PP_SAID', 'FIXED', 'SPECFORGE_010', 'READINGS', 'VARIANT_SUPPORT', 'BORROWED', 'VARIANT_KEYS', 'SERVED_AS',
            'LAYOUT_FLAGS', 'LIMITS', 'HANDOFF_PATH', 'HANDOFF_THREADS', 'DISAGG_MODES', 'Family', 'Named', 'Convention',
            'ModelFile', 'Fact', 'Support', 'LayoutFlag', 'Limit']
 
@@ -119,7 +119,7 @@ class ModelFile(NamedTuple):
     family: str        # the `Fact.family` of its rows
     cite: str          # release read, file and lines: the class serving it and its setter
 
-PARENT = {'gpt_oss': 'llama', 'gemma3': 'llama', 'qwen_moe': 'llama', 'glm4_moe_lite': 'llama', 'glm4_moe': 'llama'}   # a family without a row asks its parent
+PARENT = {'gpt_oss': 'llama', 'gemma3': 'llama', 'qwen_moe': 'llama', 'glm4_moe_lite': 'llama', 'glm4_moe': 'llama', 'deepseek_v4': 'llama'}   # a family without a row asks its parent
 
 _S, _V, _T = SGLANG, VLLM, TRTLLM
 MODEL_FILES = (
@@ -135,15 +135,17 @@ MODEL_FILES = (
     ModelFile(_S, ('gemma3_text', 'gemma3'), 'gemma3_causal.py', 'gemma3', "0.5.23 gemma3_causal.py:917-927: val + 1; gemma3_mm.py:543-545 Gemma3ForConditionalGeneration delegates to its language model"),
     ModelFile(_S, ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25'), 'deepseek_v2.py', 'deepseek', "0.5.23 deepseek_v2.py:3458-3473 (EntryClass :3595); kimi_k25.py:928-939 delegates to its language model"),
     ModelFile(_S, ('glm4_moe_lite',), 'glm4_moe_lite.py', 'glm4_moe_lite', "0.5.23 glm4_moe_lite.py:805-821: +1 only if layer_ids[0] == 1 (:817)"),
+    ModelFile(_S, ('deepseek_v4',), 'deepseek_v4.py', 'deepseek_v4', "0.5.23 deepseek_v4.py:4633 DeepseekV4ForCausalLM (EntryClass :5668): no set_eagle3_layers_to_capture, only set_dspark_layers_to_capture (:4853)"),
     ModelFile(_V, ('llama',), 'llama.py', 'llama', "0.32.0 and 0.34.0 llama.py:347 LlamaModel(EagleModelMixin), _maybe_add_hidden_state :429 and :439 (interfaces.py 0.32.0: 1601-1611, 0.34.0: 1653-1663)"),
     ModelFile(_V, ('mistral',), 'mistral.py', 'llama', "0.32.0 mistral.py:207, :236 MistralModel(LlamaModel), MistralForCausalLM(LlamaForCausalLM)"),
     ModelFile(_V, ('llama4',), 'mllama4.py', 'llama', "0.32.0 mllama4.py:734 Llama4ForConditionalGeneration(SupportsEagle3); llama4.py:384, :708 Llama4Model(LlamaModel), Llama4ForCausalLM(LlamaForCausalLM)"),
     ModelFile(_V, ('qwen2', 'qwen3'), 'qwen2.py', 'llama', "0.32.0 qwen2.py:324 Qwen2Model(EagleModelMixin), :424 and :432; qwen3.py:269 Qwen3Model(Qwen2Model)"),
-    ModelFile(_V, ('qwen3_moe',), 'qwen3_moe.py', 'llama', "0.32.0 and 0.34.0 qwen3_moe.py:435 Qwen3MoeModel(EagleModelMixin), :505-514"),
+    ModelFile(_V, ('qwen3_moe',), 'qwen3_moe.py', 'qwen_moe', "0.32.0 and 0.34.0 qwen3_moe.py:435 Qwen3MoeModel(EagleModelMixin), :505-514"),
     ModelFile(_V, ('glm4_moe', 'glm4_moe_lite'), 'glm4_moe.py', 'glm4_moe', "0.32.0 glm4_moe.py:534 Glm4MoeForCausalLM(SupportsPP, SupportsLoRA, Glm4MixtureOfExperts); glm4_moe_lite.py likewise: no SupportsEagle3"),
-    ModelFile(_V, ('gpt_oss',), 'gpt_oss.py', 'llama', "0.32.0 gpt_oss.py:473 GptOssModel(EagleModelMixin): start_layer (:527) and i + 1 after each layer (:533), ids verbatim; 0.34.0 the same at :472, :526, :532"),
+    ModelFile(_V, ('gpt_oss',), 'gpt_oss.py', 'gpt_oss', "0.32.0 gpt_oss.py:473 GptOssModel(EagleModelMixin): start_layer (:527) and i + 1 after each layer (:533), ids verbatim; 0.34.0 the same at :472, :526, :532"),
     ModelFile(_V, ('gemma3_text', 'gemma3'), 'gemma3.py', 'gemma3', "0.32.0 gemma3.py:367 Gemma3ForCausalLM(SupportsLoRA, SupportsPP); gemma3_mm.py: no SupportsEagle3"),
     ModelFile(_V, ('deepseek_v2', 'deepseek_v3', 'kimi_k2', 'kimi_k25'), 'deepseek_v2.py', 'deepseek', "0.32.0 and 0.34.0 deepseek_v2.py:1493 aux_hidden_state_layers, :1561 before layer idx, :1586 end_layer (rows below)"),
+    ModelFile(_V, ('deepseek_v4',), 'deepseek_v4/nvidia/model.py', 'deepseek_v4', "0.32.0 and 0.34.0 registry.py:99 DeepseekV4ForCausalLM from vllm.models.deepseek_v4; nvidia/model.py (0.32.0: 1287-1288; 0.34.0: 823-824) DeepseekV4Model(nn.Module, EagleModelMixin), capture 0.32.0: 1482-1494, 0.34.0: 1016-1028"),
     ModelFile(_T, ('llama',), 'modeling_llama.py', 'llama', "main 3a5901cd _torch/models/modeling_llama.py LlamaDecoderLayer.forward: maybe_capture_hidden_states(layer_idx, hidden_states, residual) after the MLP: the output of layer k"),
     ModelFile(_T, ('mistral',), 'modeling_mistral.py', 'llama', "main 0dcfa87b _torch/models/modeling_mistral.py MistralDecoderLayer.forward: the same capture after the MLP"),
     ModelFile(_T, ('qwen3',), 'modeling_qwen3.py', 'llama', "main 5dedf53b _torch/models/modeling_qwen3.py Qwen3DecoderLayer.forward: the same capture after the MLP"),
@@ -167,6 +169,7 @@ ENGINE_FACTS = (
     Fact(_S, '0.5.6',  'eagle3', 'any', True, "llama.py, deepseek_v2.py: set_eagle3_layers_to_capture"),
     Fact(_S, '0.5.6',  'eagle3', 'gemma3', False, "gemma3_causal.py (0.5.6): no set_eagle3_layers_to_capture, no aux capture"),
     Fact(_S, '0.5.12', 'eagle3', 'gemma3', True, "gemma3_causal.py (0.5.12: 906): set_eagle3_layers_to_capture (first seen in 0.5.12; 0.5.7 to 0.5.11 not read for this file)"),
+    Fact(_S, '0.5.6',  'eagle3', 'deepseek_v4', False, "model_executor/model_runner_components/attention_backend_setup.py:54-60 (read in 0.5.23): ValueError 'Model DeepseekV4ForCausalLM does not implement set_eagle3_layers_to_capture, which EAGLE3 aux hidden-state capture requires.'"),
     Fact(_S, '0.5.6',  'reads', 'any', 'nested', "spec_aux_hidden_state / model_runner: eagle_config['eagle_aux_hidden_state_layer_ids'] in a bare try/except"),
     Fact(_S, '0.5.6',  'rule', 'any', 'sglang', "llama.py, deepseek_v2.py set_eagle3_layers_to_capture: [val + 1 for val in layer_ids]"),
     Fact(_S, '0.5.13', 'rule', 'deepseek', 'sglang-pr25454', "deepseek_v2.py, glm4_moe_lite.py: +1 only if layer_ids[0] == 1 (PR #25454)"),
@@ -189,12 +192,16 @@ ENGINE_FACTS = (
     Fact(_V, '0.18.0', 'eagle3', 'deepseek', True, "deepseek_v2.py: aux_hidden_state_layers"),
     Fact(_V, '0.10.0', 'eagle3', 'gemma3', False, "gemma3.py:367 (read in 0.32.0 and 0.34.0): Gemma3ForCausalLM has no SupportsEagle3: 'Model does not support EAGLE3 interface'"),
     Fact(_V, '0.10.0', 'eagle3', 'glm4_moe', False, "glm4_moe.py:534, glm4_moe_lite.py (read in 0.32.0 and 0.34.0): no SupportsEagle3: gpu_model_runner.py:5236 'Model does not support EAGLE3 interface'"),
+    Fact(_V, '0.10.0', 'eagle3', 'deepseek_v4', True, "deepseek_v4/nvidia/model.py (read in 0.32.0: 1287, and 0.34.0: 823, 1319-1322): DeepseekV4Model(EagleModelMixin), DeepseekV4ForCausalLM(SupportsEagle3)"),
     Fact(_V, '0.10.0', 'reads', 'any', None, "v1/worker/gpu_model_runner.py load_model: set_aux_hidden_state_layers(get_eagle3_aux_hidden_state_layers()), the model default"),
     Fact(_V, '0.11.1', 'reads', 'any', 'top_level', "gpu_model_runner.py _get_eagle3_aux_layers_from_config: hf_config.eagle_aux_hidden_state_layer_ids (PR #25961)"),
     Fact(_V, '0.22.0', 'reads', 'any', 'top_level+nested', "_get_eagle3_aux_layers_from_config: the top-level ids, else eagle_config's"),
     Fact(_V, '0.34.0', 'reads', 'any', 'top_level', "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (0.34.0: 103-140, the only runner; 0.33.0's V2 runner: 113-150) get_eagle3_aux_layers_from_config: the top-level ids, else dflash/dspark ids, else eagle_config['layer_ids']; eagle_config's eagle_aux_hidden_state_layer_ids only sizes fc (llama_eagle3.py:213-216)"),
     Fact(_V, '0.10.0', 'rule', 'any', 'vllm', "aux_hidden_state_layers are the ids as written, no +1"),
     Fact(_V, '0.10.0', 'empty', 'any', 'absent', "gpu_model_runner.py (0.32.0: 5241-5247): `if aux_layers:`, else the model default; an empty top-level list falls through to eagle_config (:5268-5269)"),
+    Fact(_V, '0.10.0', 'resid0', 'deepseek_v4', 'dropped', "deepseek_v4/nvidia/model.py (0.32.0: 1482; 0.34.0: 1016): `if idx + 1 in self.aux_hidden_state_layers` after layer idx >= 0: id 0 matches nothing"),
+    Fact(_V, '0.10.0', 'residN', 'deepseek_v4', 'captured', "deepseek_v4/nvidia/model.py (0.32.0: 1482-1494; 0.34.0: 1016-1028): idx + 1 == N after the last layer, before hc_head and the final norm"),
+    Fact(_V, '0.10.0', 'tensor', 'deepseek_v4', 'hc_mean', "deepseek_v4/nvidia/model.py (0.32.0: 1483-1487; 0.34.0: 1017-1021): aux_recon = mhc_post_tilelang(hidden_states, residual, post_mix, res_mix); aux_recon.mean(dim=1)"),
     Fact(_V, '0.10.0', 'resid0', 'llama', 'crash', "models/llama.py: hidden_states + residual before layer 0, residual None"),
     Fact(_V, '0.18.0', 'resid0', 'llama', 'captured', "EagleModelMixin._maybe_add_hidden_state(..., 0, ...) before the loop (PR #36063)"),
     Fact(_V, '0.10.0', 'residN', 'llama', 'dropped', "models/llama.py captures before layer idx: an id at N matches nothing"),
@@ -206,8 +213,28 @@ ENGINE_FACTS = (
 DEEPSEEK_FILES = next(m.model_types for m in MODEL_FILES if m.engine == _S and 'deepseek_v3' in m.model_types)   # model types run by deepseek_v2.py
 PR25454_FILES = tuple(t for m in MODEL_FILES if m.engine == _S and m.family in ('deepseek', 'glm4_moe_lite') for t in m.model_types)   # the files PR #25454 changed
 TENSOR_SAID = {'resid': 'resid[k], the residual stream',
-               'ffn_delta': "the previous layer's feed-forward output without the residual, not resid[k]"}
+               'ffn_delta': "the previous layer's feed-forward output without the residual, not resid[k]",
+               'hc_mean': "the previous layer's output averaged over its hyper-connection streams (one state per token, not one stream)"}
 
+
+# %% ../nbs/00a_engine_rows.ipynb #c705c56a
+_PP_S = "models/llama.py (0.5.12: 798-800; 0.5.23: 929-931), likewise 0.5.23 deepseek_v2.py:3459, gpt_oss.py:1338, qwen2.py:782, qwen3.py:779, qwen3_moe.py:1129, glm4_moe.py:1270"
+_PP_V = "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (0.32.0: 44-50, from gpu/model_runner.py:405-414; 0.34.0: 47-53, from :33-35): ValueError '<model class> does not support eagle3 with pipeline parallelism'"
+ENGINE_FACTS += (
+    Fact(_S, '0.5.12', 'pp', 'any', 'refused', "server_args.py (0.5.12: 7250-7253; 0.5.17: 8721-8724): AssertionError 'Pipeline parallelism is not compatible with overlap schedule, speculative decoding'"),
+    Fact(_S, '0.5.23', 'pp', 'any', 'refused', "arg_groups/validation_hook.py:196-197, 131-138: AssertionError 'Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding'"),
+    Fact(_S, '0.5.12', 'pp_capture', 'any', 'last_stage', f"{_PP_S}: set_eagle3_layers_to_capture returns on every stage but the last; the loop runs start_layer..end_layer (0.5.12: 393; 0.5.23: 486-493); split distributed/utils.py (0.5.12: 101; 0.5.23: 110-150) get_pp_indices"),
+    Fact(_S, '0.5.12', 'pp_capture', 'gemma3', None, "gemma3_causal.py (0.5.23: 917-926): no pp_group in the file; its pipeline capture not read"),
+    Fact(_V, '0.32.0', 'pp', 'any', 'refused', f"{_PP_V}; EagleModelMixin.supports_aux_hidden_states_over_pp = False (interfaces.py 0.32.0: 1572; 0.34.0: 1624)"),
+    Fact(_V, '0.32.0', 'pp', 'llama', 'relayed', "llama.py:358, qwen2.py (0.32.0: 335; 0.34.0: 344) supports_aux_hidden_states_over_pp = True; interfaces.py (0.34.0: 1634-1693) pack_local_aux_hidden_states / collect_remote_aux_hidden_states carry them in IntermediateTensors; split distributed/utils.py (0.32.0: 126-169; 0.34.0: 211-256)"),
+    Fact(_V, '0.32.0', 'pp', 'gpt_oss', 'refused', f"gpt_oss.py GptOssModel(EagleModelMixin) does not set the flag: {_PP_V}"),
+    Fact(_V, '0.32.0', 'pp', 'qwen_moe', 'refused', f"qwen3_moe.py Qwen3MoeModel(EagleModelMixin) does not set the flag: {_PP_V}"),
+    Fact(_V, '0.32.0', 'pp', 'deepseek_v4', 'relayed', "deepseek_v4/nvidia/model.py (0.32.0: 1288; 0.34.0: 824) supports_aux_hidden_states_over_pp = True; remote aux states prepended on the last stage (0.34.0: 999, 1035-1040, 1059)"),
+)
+PP_SAID = {'last_stage': "captured on the last stage only: an aux layer on an earlier stage is never captured and the draft gets fewer states",
+           'relayed': "captured on every stage and relayed to the last in the intermediate tensors: the draft gets every state",
+           'refused': "refuses EAGLE-3 with pipeline parallelism at start",
+           None: "not read for this release and model file"}
 
 # %% ../nbs/00a_engine_rows.ipynb #d2bfd082
 FIXED = {   # family -> (reads, convention, resid[0], resid[N], source)

@@ -96,6 +96,8 @@ class EngineRules(NamedTuple):
     tensor: str = 'resid'    # what a capture point holds: a key of `TENSOR_SAID`
     file: str|None = None    # the model file whose rows these are (None: the engine has one capture for every target)
     empty_absent: bool = False   # an empty id list counts as none: the engine feeds its default
+    pp: str|None = None          # EAGLE-3 under pipeline parallelism: 'relayed' or 'refused' at start (`PP_SAID`; None: not read)
+    pp_capture: str|None = None  # what its model code does with ids on an earlier stage: 'last_stage' or 'relayed' (None: not read)
 
 class Reach(NamedTuple):
     "Whether an engine release delivers resid[k] to the draft."
@@ -195,7 +197,8 @@ class Engine:
             f, m = _fold(self.family, self.release, model_type, self.deepseek_rule), model_file(self.family, model_type)
             return EngineRules(self.title, *(f.get(w, (None,))[0] for w in ('reads', 'rule', 'eagle3', 'resid0', 'residN')),
                                {w: src for w, (_, src) in f.items()}, f.get('tensor', ('resid',))[0], m.file if m else 'llama.py',
-                               f.get('empty', (None,))[0] == 'absent')
+                               f.get('empty', (None,))[0] == 'absent', f.get('pp', (None,))[0],
+                               f.get('pp_capture', (None,))[0] if 'pp_capture' in f else (f.get('pp', (None,))[0] if f.get('pp', (None,))[0] == 'relayed' else None))
         reads, conv, r0, rn, src = FIXED[self.family]
         if self.family == SPECFORGE and self.release == '0.1.0': reads, src = None, SPECFORGE_010
         return EngineRules(self.title, reads, conv, True, r0, rn, {'all': src}, empty_absent=self.family == SPECULATORS)   # its ids go to vLLM

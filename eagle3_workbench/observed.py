@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from statistics import NormalDist
-from .engine_rows import SGLANG
+from .engine_rows import SGLANG, PP_SAID
 from .engines import Engine
 from .findings import Finding
 from .stats import bootstrap_ci, wilson, counts_mean_ci
@@ -18,8 +18,7 @@ from .outputs import SETTINGS_NAMES, Observed, read_observed, json_ready, observ
 from .recording import Recording, is_recording
 from .scores import recorded_prompts
 from .wiring import resolve_wiring
-from .stages import pp_stage_findings
-from .sglang.compare import pp_layer_split   # SGLang's split, for every engine's pp_size: a registry row to come
+from .stages import pp_reading
 
 # %% auto #0
 __all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'pair_facts',
@@ -155,8 +154,14 @@ def _pipeline(o, e, trend=None)->tuple:
     if pp is None: return 'open', "the output does not state pp_size"
     if pp <= 1: return 'ruled out', f"pp_size {pp}"
     if not e.facts.get('n_layers') or not e.resid_layers: return 'fits', f"pp_size {pp}"
-    fs = pp_stage_findings(e.resid_layers, pp_layer_split(e.facts['n_layers'], pp))
-    return ('shown', fs[0].message) if fs else ('ruled out', f"pp_size {pp}, and every fed layer resid{e.resid_layers} is on the last stage")
+    eng, assumed = o.release or o.engine, ''   # the engine's own rows: its split, whether it starts, what its capture loses
+    if eng is None: eng, assumed = Engine.named(SGLANG), "no engine stated, SGLang's rows assumed: "
+    x = pp_reading(eng, e.resid_layers, e.facts['n_layers'], pp, e.facts.get('model_type'))
+    ran = f"; the deployment ran with pp_size {pp}, so not as {x.engine} checks it, which {PP_SAID['refused']}" if x.pp == 'refused' else ''
+    if x.findings: return 'shown', assumed + x.findings[0].message + ran
+    if x.capture == 'relayed': return 'ruled out', assumed + x.said
+    if x.capture == 'last_stage': return 'ruled out', f"{assumed}pp_size {pp}, and every fed layer resid{e.resid_layers} is on {x.engine}'s last stage"
+    return 'open', assumed + x.said   # a release that refuses and whose capture was not read, or no rows
 
 def _parallel(o, e, trend=None)->tuple:
     s = o.settings

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import torch
 from ..findings import Finding
-from ..stages import pp_stage_findings
+from ..stages import pp_stage_findings, pp_layer_split
 from ..stats import bootstrap_ci, pooled_mean
 from ..points import SGLANG_PHASES, SGLANG_GRAPH_PHASES, phase_family, any_matcher
 from ..records import load_tensor
@@ -16,7 +16,7 @@ from .readers import ServerCapture, fmt_value, is_number
 
 # %% auto #0
 __all__ = ['REPLICATED', 'CaptureComparison', 'compare_captures', 'Presence', 'presence_by_phase', 'rank_findings',
-           'pp_layer_split', 'capture_findings', 'captured_neighbours', 'neighbour_tensors', 'wrong_tensor_findings',
+           'capture_findings', 'captured_neighbours', 'neighbour_tensors', 'wrong_tensor_findings',
            'wrong_tensor_from_capture', 'precision_tol', 'FeatureMatch', 'match_features', 'fc_in_samples']
 
 # %% ../../nbs/02f_sglang_compare.ipynb #a0b3592c
@@ -182,26 +182,6 @@ def rank_findings(cap:ServerCapture, # a capture read with every rank (`read_cap
                     "or states gathered over the wrong group)",
                     dict(ranks=ranks, points=sorted({d['point'] for d in dis}), max_relative_difference=_gap(worst) if worst else None,
                          worst=worst, missing=absent, records=len(dis), skipped_other_tokens=len(other_tokens)))]
-
-# %% ../../nbs/02f_sglang_compare.ipynb #d51d6900
-def pp_layer_split(n_layers:int, # the target's decoder layers N
-                   pp_size:int, # pipeline stages
-                   partition=None, # SGLANG_PP_LAYER_PARTITION: layers per stage, '15,15,15,16' or a list; None: the even split
-                  )->list: # (first layer, end) per stage
-    "The decoder layers each pipeline stage owns, split as SGLang's `get_pp_indices` splits them."
-    if partition is not None:
-        parts = [int(x) for x in (partition.split(',') if isinstance(partition, str) else partition)]
-        if len(parts) != pp_size or sum(parts) != n_layers:
-            raise ValueError(f"layer partition {parts}: expected {pp_size} stages summing to the target's {n_layers} layers")
-        starts = [sum(parts[:i]) for i in range(pp_size)]
-        return [(a, a + n) for a, n in zip(starts, parts)]
-    if not 1 <= pp_size <= n_layers: raise ValueError(f"pp_size {pp_size}: expected 1 .. the target's {n_layers} layers")
-    base, extra = divmod(n_layers, pp_size)
-    out = []
-    for r in range(pp_size):   # the last `extra` stages own one more layer
-        a = r * (base + 1) - (pp_size - extra) if r >= pp_size - extra else r * base
-        out.append((a, a + base + (r >= pp_size - extra)))
-    return out
 
 # %% ../../nbs/02f_sglang_compare.ipynb #bedf8ebb
 def capture_findings(cap:ServerCapture, # a capture read with every rank
