@@ -7,9 +7,11 @@ stream's do); the target's logits at each position are the draft's own logits fe
 noise, and its greedy token their argmax. So the planted wiring fits best and its neighbours nearly tie. The doctor
 (`diagnose`, accept lengths off: the recording holds no continuation) runs in a fresh process from the folders on disk;
 today's search (every candidate on every prompt, float32) is timed on the same recording on a few wirings and
-extrapolated to the wirings the search explores.
+extrapolated to the wirings the search explores; with `--compare-today` the search before racing (a coordinate search
+screened on a quarter of the prompts, its finalists on all) runs whole, `diagnose` in a fresh process of its own on the same
+recording, in the doctor's precision (bfloat16), and is measured as the doctor is.
 
-    python benchmarks/truesize.py [--tiny] [--threads 2] [--keep FOLDER] [--no-today] [--out benchmarks/results/truesize.json]
+    python benchmarks/truesize.py [--tiny] [--threads 2] [--keep FOLDER] [--no-today] [--compare-today] [--out benchmarks/results/truesize.json]
 
 `--tiny` runs the same steps at width 64 and 24 layers (what the suite checks); `bench_recording` reads the stored true-size
 result into BENCHMARKS.md.
@@ -131,17 +133,19 @@ out.update(wall=time.perf_counter() - t0, cpu=time.process_time() - c0, peak_rss
 print('RESULT ' + json.dumps(out))
 '''
 
-def child(mode:str, rec:Path, draft:Path, dtype:str, wirings:list, threads:int, device:str='cpu')->dict:
-    "Run the doctor (or today's per-wiring scoring) in a fresh process on the folders; its measurements."
+NEVER = 10**9   # a race width no target reaches: the doctor's search before racing (screened, not raced)
+
+def child(mode:str, rec:Path, draft:Path, dtype:str, wirings:list, threads:int, device:str='cpu', race_width:int=64)->dict:
+    "Run the doctor (or today's per-wiring scoring) in a fresh process on the folders; its measurements. `race_width=NEVER`: the doctor not raced."
     code = (CHILD.replace('THREADS', str(threads)).replace('REC', repr(str(rec))).replace('DRAFT', repr(str(draft)))
-            .replace('RACEWIDTH', '64').replace('DTYPE', repr(dtype)).replace('DEVICE', repr(device)).replace('MODE', repr(mode)).replace('WIRINGS', repr([list(w) for w in wirings])))
+            .replace('RACEWIDTH', str(race_width)).replace('DTYPE', repr(dtype)).replace('DEVICE', repr(device)).replace('MODE', repr(mode)).replace('WIRINGS', repr([list(w) for w in wirings])))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', ''))
     env.pop('EAGLE3_RECORDING_CACHE', None)
     p = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=3600)
     if p.returncode: raise RuntimeError(f"{mode} ({dtype}) failed: {p.stderr[-3000:]}")
     return json.loads(next(l for l in p.stdout.splitlines() if l.startswith('RESULT '))[7:])
 
-def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', today:bool=True)->dict:
+def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', today:bool=True, whole:bool=False)->dict:
     "Build the draft and the recording on disk, diagnose them in a fresh process, and time today's search's wirings beside it."
     from eagle3_workbench.loading import save_draft
     from eagle3_workbench.conventions import default_resid_layers
@@ -163,9 +167,11 @@ def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', tod
         near = (plant[0] + 1,) + plant[1:]
         new = child('doctor', tmp/'rec', tmp/'draft', 'bfloat16', [plant, conf, near], threads, device)
         old = child('today', tmp/'rec', tmp/'draft', 'float32', [conf, plant, near], threads) if today else None   # the first wiring includes the table's making
+        load1 = os.getloadavg()[0]
+        unraced = child('doctor', tmp/'rec', tmp/'draft', 'bfloat16', [plant, conf, near], threads, device, race_width=NEVER) if whole else None
         return dict(tiny=tiny, layers=n, hidden=cfg['hidden_size'], intermediate=cfg['intermediate_size'], draft_vocab=cfg['draft_vocab_size'],
                     target_vocab=cfg['vocab_size'], planted=list(plant), configured=list(conf), neighbour=list(near), recording=made,
-                    build_seconds=build, new=new, today=old, load_before=load0, load_after=os.getloadavg()[0], threads=threads,
+                    build_seconds=build, new=new, today=old, today_whole=unraced, load_before=load0, load_before_whole=load1, load_after=os.getloadavg()[0], threads=threads,
                     cores=os.cpu_count(), device=device, when=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
     finally:
         if keep is None: shutil.rmtree(tmp, ignore_errors=True)
@@ -177,6 +183,12 @@ def summary(r:dict)->dict:
     explored = new['search']['candidates']
     base = dict(found=new['recommended'] == r['planted'], verdict=new['verdict'], wall=new['wall'], cpu=new['cpu'], rss_gib=new['peak_rss_mib'] / 1024, anon_gib=new.get('peak_anon_mib', math.nan) / 1024,
                 read_gib=new['io'].get('rchar', math.nan) / 2**30, explored=explored, scored_in_full=new['search']['scored_in_full'])
+    if r.get('today_whole'):   # today's search run whole (measured): same recording, same run, its own fresh process
+        u = r['today_whole']
+        base.update(whole_found=u['recommended'] == r['planted'], whole_verdict=u['verdict'], whole_wall=u['wall'], whole_cpu=u['cpu'],
+                    whole_rss_gib=u['peak_rss_mib'] / 1024, whole_anon_gib=u.get('peak_anon_mib', math.nan) / 1024,
+                    whole_read_gib=u['io'].get('rchar', math.nan) / 2**30, whole_explored=u['search']['candidates'],
+                    whole_scored_in_full=u['search']['scored_in_full'], whole_token_wirings=u['token_wirings'], token_wirings=new['token_wirings'])
     if old is None: return base
     per = sorted(old['per_wiring'][str(w)] for w in (r['planted'], r['neighbour']))[0]   # wirings scored once the table was made (the first wiring made it)
     from eagle3_workbench.search import screen_prompts, FINALISTS
@@ -195,9 +207,10 @@ def main(argv=None):
     ap.add_argument('--tiny', action='store_true'); ap.add_argument('--threads', type=int, default=2)
     ap.add_argument('--keep', default=None, help='build the draft and recording in this folder and keep them; a folder built so is reused')
     ap.add_argument('--no-today', action='store_true', help="the doctor only: skip timing today's search on the same recording")
+    ap.add_argument('--compare-today', action='store_true', help="also run today's search (screened, not raced) whole on the same recording, in a fresh process, in bfloat16")
     ap.add_argument('--out', default=None, help=f'where to write the JSON (default {RESULT.relative_to(ROOT)}; --tiny: printed only)')
     a = ap.parse_args(argv)
-    r = measure(a.tiny, a.threads, keep=a.keep and Path(a.keep), today=not a.no_today)
+    r = measure(a.tiny, a.threads, keep=a.keep and Path(a.keep), today=not a.no_today, whole=a.compare_today)
     r['summary'] = summary(r)
     text = json.dumps(r, indent=1)
     if a.out or not a.tiny: Path(a.out or RESULT).write_text(text + '\n')

@@ -26,7 +26,7 @@ from .prompts import check_prompts, read_prompts
 from .stats import holm_threshold, paired_gain, ALPHA
 from .accepts import accept_lengths
 from .scores import target_pass, recorded_prompts
-from .search import (variant_impact, Sweep, wiring_sweep, sweep_rows, enough_evidence,
+from .search import (variant_impact, Sweep, wiring_sweep, seeds_sweep, sweep_rows, enough_evidence,
                                      MIN_PROMPTS, MIN_TOKENS, agreement_table,
                                      AgreementTable, screen_prompts)
 from .target import target_parts
@@ -34,8 +34,8 @@ from .diagnosis import Recommendation, Diagnosis
 
 
 # %% auto #0
-__all__ = ['USEFUL_AGREEMENT', 'fed_from_capture', 'fed_wiring', 'read_training_dump', 'match_training_features',
-           'training_dump_match', 'Evidence', 'recommended_wiring', 'decide', 'diagnose']
+__all__ = ['DUMP_SEEDS', 'DUMP_HOW', 'FALLBACK', 'USEFUL_AGREEMENT', 'fed_from_capture', 'fed_wiring', 'read_training_dump',
+           'match_training_features', 'training_dump_match', 'Evidence', 'recommended_wiring', 'decide', 'diagnose']
 
 # %% ../nbs/04e_doctor.ipynb #3e729490
 def fed_from_capture(pair, records, # `Record`s captured in the deployment (full mode for draft.fc.in)
@@ -149,6 +149,16 @@ def training_dump_match(pair, folder)->tuple:
 def _identified(sim)->tuple|None:
     "The layers a dump (or capture) match identifies, or None when any chunk matches no layer exactly."
     return tuple(sim['trained']) if sim and all(sim['identified']) else None
+
+DUMP_SEEDS = ('configured', 'trained (dump)')   # the wirings scored when a dump identifies the trained layers (no search)
+DUMP_HOW = ("the training dump identifies resid{}: only the fed wiring and it are scored, on every prompt, no search "
+            "(the verdict rests on the dump; each engine's config is written from its convention)")
+FALLBACK = 'the training dump identified no trained layers, so the whole search ran'
+
+def _dump_fallback(how:str, findings:list)->tuple: # (the search's description, the dump's findings), each saying the search decided
+    "When a dump identifies no trained layers: the search (every candidate) decides instead, and its evidence and the dump's findings say so."
+    return f"{FALLBACK}: {how}", [Finding(f.code, f.severity, f"{f.message}; {FALLBACK}", dict(f.evidence, fallback='wiring search'))
+                                  if f.code == 'DUMP_INVALID' else f for f in findings]
 
 # %% ../nbs/04e_doctor.ipynb #154296b8
 def _features_unused(sw:Sweep, null:tuple, # the search's evidence; (fit [m], hits [m]) of the draft fed zeros on the same prompts
@@ -451,8 +461,12 @@ def diagnose(pair, # a loaded `Pair`
             bar.set_postfix_str('training dump'); ev.training_match, ev.dump_findings = training_dump_match(pair, training_dump); stage('wiring search')
         else: bar.set_postfix_str('wiring search')
         table = agreement_table(rec, pair.draft, seqs)   # kept: another question about this pair and prompts reuses its scores
-        ev.sweep = wiring_sweep(table, n, _seeds(ev.configured, n, readings, _identified(ev.training_match)),
-                                top=top_resid(pair, engine), layers=rec.layers)   # resid[N] only where this engine release captures it
+        seeds = _seeds(ev.configured, n, readings, trained := _identified(ev.training_match))
+        if trained is not None:   # the dump names the trained layers: only the fed wiring and the dump's need a draft forward
+            ev.sweep = seeds_sweep(table, {k: w for k, w in seeds.items() if k in DUMP_SEEDS}, DUMP_HOW.format(list(trained)), rec.layers)
+        else:
+            ev.sweep = wiring_sweep(table, n, seeds, top=top_resid(pair, engine), layers=rec.layers)   # resid[N] only where this engine release captures it
+            if training_dump is not None: ev.sweep.search, ev.dump_findings = _dump_fallback(ev.sweep.search, ev.dump_findings)
         ev.null = table.score((None,) * pair.draft.config.num_aux)   # fed zeros: does the draft read its features?
         if ev.configured and any(f.code == 'VARIANT_IGNORED' for f in ev.findings):   # what the ignored keys cost, measured
             ev.findings = _measured(ev.findings, variant_impact(table, engine, ev.configured))

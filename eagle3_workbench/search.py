@@ -19,7 +19,7 @@ from .variants import served_draft
 # %% auto #0
 __all__ = ['MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'SCREEN_FROM', 'FINALISTS',
            'RACE_FROM_WIDTH', 'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'Race', 'Sweep',
-           'wiring_sweep', 'enough_evidence', 'sweep_rows', 'variant_impact']
+           'wiring_sweep', 'seeds_sweep', 'enough_evidence', 'sweep_rows', 'variant_impact']
 
 # %% ../nbs/04_search.ipynb #b5f000d8
 class AgreementTable:
@@ -365,6 +365,21 @@ def wiring_sweep(table:AgreementTable, n_layers:int, seeds:dict, # label -> wiri
     rows = [rc.row(w) for w in tried] if race else full(list(tried))
     return Sweep(list(tried), list(tried.values()), torch.stack([f for f, _ in rows]), torch.stack([h for _, h in rows]),
                  table.positions[idx], how, explored)
+
+# %% ../nbs/04_search.ipynb #421aef7c
+def seeds_sweep(table:AgreementTable, seeds:dict, # label -> wiring: the only ones scored (the first label of a wiring named twice)
+                how:str, # what the `Sweep` says about why nothing was searched
+                layers=None)->Sweep: # the resid indices a wiring may use (a recording of some layers); others are left out
+    "The given wirings alone on every prompt of the table, with no search: one draft forward per distinct wiring."
+    n, ok = table.draft.config.num_aux, lambda w: layers is None or all(k in layers for k in w)
+    tried = {}
+    for k, w in seeds.items():
+        w = tuple(w)
+        if len(w) == n and len(set(w)) == n and all(isinstance(x, int) for x in w) and ok(w): tried.setdefault(w, k)
+    rows = table.score_many(list(tried))
+    return Sweep(list(tried), list(tried.values()), torch.stack([f for f, _ in rows]), torch.stack([h for _, h in rows]),
+                 table.positions, how, len(tried))
+
 
 # %% ../nbs/04_search.ipynb #4ed0e14e
 def enough_evidence(sw:Sweep|None)->bool:
