@@ -9,7 +9,9 @@ noise, and its greedy token their argmax. So the planted wiring fits best and it
 today's search (every candidate on every prompt, float32) is timed on the same recording on a few wirings and
 extrapolated to the wirings the search explores; with `--compare-today` the search before racing (a coordinate search
 screened on a quarter of the prompts, its finalists on all) runs whole, `diagnose` in a fresh process of its own on the same
-recording, in the doctor's precision (bfloat16), and is measured as the doctor is.
+recording, in the doctor's precision, and is measured as the doctor is. The precision is bfloat16 where a matmul of a
+draft step's shape runs at least as fast in it as in float32 on this host (`matmul_rates`), else float32: a CPU without
+bfloat16 units computes it about 200 times slower.
 
     python benchmarks/truesize.py [--tiny] [--threads 2] [--keep FOLDER] [--no-today] [--compare-today] [--out benchmarks/results/truesize.json]
 
@@ -145,7 +147,25 @@ def child(mode:str, rec:Path, draft:Path, dtype:str, wirings:list, threads:int, 
     if p.returncode: raise RuntimeError(f"{mode} ({dtype}) failed: {p.stderr[-3000:]}")
     return json.loads(next(l for l in p.stdout.splitlines() if l.startswith('RESULT '))[7:])
 
-def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', today:bool=True, whole:bool=False)->dict:
+def matmul_rates(threads:int, m:int=256, k:int=7168, n:int=4096)->dict:
+    "GFLOP/s of one [m, k] x [k, n] matmul in bfloat16 and in float32 on this host (a draft step's shape at the true width)."
+    import torch
+    was = torch.get_num_threads(); torch.set_num_threads(threads)
+    try:
+        out = {}
+        for name in ('bfloat16', 'float32'):
+            a, b = torch.randn(m, k, dtype=getattr(torch, name)), torch.randn(k, n, dtype=getattr(torch, name))
+            a @ b; t0 = time.perf_counter(); a @ b
+            out[name] = 2 * m * k * n / max(time.perf_counter() - t0, 1e-9) / 1e9
+        return out
+    finally: torch.set_num_threads(was)
+
+def compute_dtype(rates:dict, device:str)->str:
+    "bfloat16 where it is at least as fast as float32 (a GPU; a CPU with bfloat16 matmul units), else float32."
+    return 'bfloat16' if device != 'cpu' or rates['bfloat16'] >= rates['float32'] else 'float32'
+
+def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', today:bool=True, whole:bool=False,
+            dtype:str|None=None)->dict:   # the doctor's precision; None: the faster on this host (`compute_dtype`)
     "Build the draft and the recording on disk, diagnose them in a fresh process, and time today's search's wirings beside it."
     from eagle3_workbench.loading import save_draft
     from eagle3_workbench.conventions import default_resid_layers
@@ -165,13 +185,14 @@ def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', tod
             (tmp/'built.json').write_text(json.dumps([made, build]))
         conf = default_resid_layers(n)
         near = (plant[0] + 1,) + plant[1:]
-        new = child('doctor', tmp/'rec', tmp/'draft', 'bfloat16', [plant, conf, near], threads, device)
+        rates = matmul_rates(threads); prec = dtype or compute_dtype(rates, device)   # on a CPU without bfloat16 units it is ~200x slower
+        new = child('doctor', tmp/'rec', tmp/'draft', prec, [plant, conf, near], threads, device)
         old = child('today', tmp/'rec', tmp/'draft', 'float32', [conf, plant, near], threads) if today else None   # the first wiring includes the table's making
         load1 = os.getloadavg()[0]
-        unraced = child('doctor', tmp/'rec', tmp/'draft', 'bfloat16', [plant, conf, near], threads, device, race_width=NEVER) if whole else None
+        unraced = child('doctor', tmp/'rec', tmp/'draft', prec, [plant, conf, near], threads, device, race_width=NEVER) if whole else None
         return dict(tiny=tiny, layers=n, hidden=cfg['hidden_size'], intermediate=cfg['intermediate_size'], draft_vocab=cfg['draft_vocab_size'],
                     target_vocab=cfg['vocab_size'], planted=list(plant), configured=list(conf), neighbour=list(near), recording=made,
-                    build_seconds=build, new=new, today=old, today_whole=unraced, load_before=load0, load_before_whole=load1, load_after=os.getloadavg()[0], threads=threads,
+                    build_seconds=build, matmul_gflops=rates, dtype=prec, new=new, today=old, today_whole=unraced, load_before=load0, load_before_whole=load1, load_after=os.getloadavg()[0], threads=threads,
                     cores=os.cpu_count(), device=device, when=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
     finally:
         if keep is None: shutil.rmtree(tmp, ignore_errors=True)
@@ -192,7 +213,7 @@ def summary(r:dict)->dict:
     if old is None: return base
     per = sorted(old['per_wiring'][str(w)] for w in (r['planted'], r['neighbour']))[0]   # wirings scored once the table was made (the first wiring made it)
     from eagle3_workbench.search import screen_prompts, FINALISTS
-    m, n = new['search']['prompts'], new['search']['tokens']
+    m = new['search']['prompts']
     screen = len(screen_prompts(m) or range(m)) / m   # today's search explores on MIN_PROMPTS of the prompts from SCREEN_FROM on
     today = per * (explored * screen + (FINALISTS + 1) * (screen < 1))   # its finalists and the configured seed on every prompt; the search alone
     f32, b16 = (torch_t(old['fits'][str(r['planted'])]), torch_t(new['fits'][str(r['planted'])]))
@@ -207,7 +228,7 @@ def main(argv=None):
     ap.add_argument('--tiny', action='store_true'); ap.add_argument('--threads', type=int, default=2)
     ap.add_argument('--keep', default=None, help='build the draft and recording in this folder and keep them; a folder built so is reused')
     ap.add_argument('--no-today', action='store_true', help="the doctor only: skip timing today's search on the same recording")
-    ap.add_argument('--compare-today', action='store_true', help="also run today's search (screened, not raced) whole on the same recording, in a fresh process, in bfloat16")
+    ap.add_argument('--compare-today', action='store_true', help="also run today's search (screened, not raced) whole on the same recording, in a fresh process, in the doctor's precision")
     ap.add_argument('--out', default=None, help=f'where to write the JSON (default {RESULT.relative_to(ROOT)}; --tiny: printed only)')
     a = ap.parse_args(argv)
     r = measure(a.tiny, a.threads, keep=a.keep and Path(a.keep), today=not a.no_today, whole=a.compare_today)

@@ -112,7 +112,7 @@ def test_true_size_run_finds_the_planted_wiring_at_tiny_size():
     sys.path.insert(0, str(ROOT/'benchmarks'))
     try: import truesize
     finally: sys.path.remove(str(ROOT/'benchmarks'))
-    r = truesize.measure(True, threads=1)
+    r = truesize.measure(True, threads=1, dtype='bfloat16')   # bfloat16 whatever this host computes it at: the check below compares it with float32
     s = truesize.summary(r)
     n = r['layers']
     assert r['configured'] == [2, n // 2, n - 3] and r['planted'] != r['configured']   # the engines' default is fed, the draft was trained elsewhere
@@ -123,6 +123,17 @@ def test_true_size_run_finds_the_planted_wiring_at_tiny_size():
     # the fp32 table's fit of the planted wiring beats its neighbour's on the same prompts: the planted answer is the true one
     f = r['today']['fits']
     assert sum(f[str(r['planted'])]) > sum(f[str(r['neighbour'])]) and sum(f[str(r['planted'])]) > sum(f[str(r['configured'])])
+
+def test_true_size_precision_is_the_faster_one_on_this_host():
+    "bfloat16 only where a draft step's matmul runs at least as fast in it (a CPU without bfloat16 units is ~200x slower)."
+    sys.path.insert(0, str(ROOT/'benchmarks'))
+    try: import truesize
+    finally: sys.path.remove(str(ROOT/'benchmarks'))
+    assert truesize.compute_dtype(dict(bfloat16=0.07, float32=15.9), 'cpu') == 'float32'
+    assert truesize.compute_dtype(dict(bfloat16=101., float32=51.), 'cpu') == 'bfloat16'
+    assert truesize.compute_dtype(dict(bfloat16=0.07, float32=15.9), 'cuda') == 'bfloat16'
+    r = truesize.matmul_rates(1, 64, 256, 128)
+    assert set(r) == {'bfloat16', 'float32'} and all(v > 0 for v in r.values())
 
 def test_gpu_doctor_script_without_gpu_skips_cleanly():
     import torch
