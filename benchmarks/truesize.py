@@ -147,8 +147,8 @@ def child(mode:str, rec:Path, draft:Path, dtype:str, wirings:list, threads:int, 
     if p.returncode: raise RuntimeError(f"{mode} ({dtype}) failed: {p.stderr[-3000:]}")
     return json.loads(next(l for l in p.stdout.splitlines() if l.startswith('RESULT '))[7:])
 
-def matmul_rates(threads:int, m:int=256, k:int=7168, n:int=4096)->dict:
-    "GFLOP/s of one [m, k] x [k, n] matmul in bfloat16 and in float32 on this host (a draft step's shape at the true width)."
+def matmul_rates(threads:int, m:int=16, k:int=7168, n:int=1024)->dict:
+    "GFLOP/s of one [m, k] x [k, n] matmul in bfloat16 and in float32 on this host (a draft step's input width; a slice of its rows and outputs, so a slow precision costs seconds, not minutes)."
     import torch
     was = torch.get_num_threads(); torch.set_num_threads(threads)
     try:
@@ -185,7 +185,7 @@ def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', tod
             (tmp/'built.json').write_text(json.dumps([made, build]))
         conf = default_resid_layers(n)
         near = (plant[0] + 1,) + plant[1:]
-        rates = matmul_rates(threads); prec = dtype or compute_dtype(rates, device)   # on a CPU without bfloat16 units it is ~200x slower
+        rates = matmul_rates(threads, k=cfg['hidden_size'] * 3); prec = dtype or compute_dtype(rates, device)   # on a CPU without bfloat16 units it is ~200x slower
         new = child('doctor', tmp/'rec', tmp/'draft', prec, [plant, conf, near], threads, device)
         old = child('today', tmp/'rec', tmp/'draft', 'float32', [conf, plant, near], threads) if today else None   # the first wiring includes the table's making
         load1 = os.getloadavg()[0]

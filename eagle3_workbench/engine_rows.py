@@ -11,8 +11,8 @@ __all__ = ['SGLANG', 'VLLM', 'TRTLLM', 'SPECFORGE', 'SPECULATORS', 'EAGLE', 'RES
            'ENGINE_NAMES', 'DEFAULT_ENGINE', 'SERVING', 'READING_ROWS', 'EDITABLE', 'RECOMMENDED_IDS', 'RULES',
            'CONVENTIONS', 'PARENT', 'MODEL_FILES', 'ENGINE_FACTS', 'DEEPSEEK_FILES', 'PR25454_FILES', 'TENSOR_SAID',
            'PP_SAID', 'FIXED', 'SPECFORGE_010', 'READINGS', 'VARIANT_SUPPORT', 'BORROWED', 'VARIANT_KEYS', 'SERVED_AS',
-           'LAYOUT_FLAGS', 'LIMITS', 'HANDOFF_PATH', 'HANDOFF_THREADS', 'DISAGG_MODES', 'Family', 'Named', 'Convention',
-           'ModelFile', 'Fact', 'Support', 'LayoutFlag', 'Limit']
+           'LAYOUT_FLAGS', 'LIMITS', 'HANDOFF_PATH', 'HANDOFF_THREADS', 'DISAGG_MODES', 'VERIFY_ROWS', 'Family',
+           'Named', 'Convention', 'ModelFile', 'Fact', 'Support', 'LayoutFlag', 'Limit', 'Verify']
 
 # %% ../nbs/00a_engine_rows.ipynb #b5578961
 SGLANG, VLLM, TRTLLM, SPECFORGE, SPECULATORS, EAGLE, RESID = 'sglang', 'vllm', 'trtllm', 'specforge', 'speculators', 'eagle', 'resid'
@@ -427,3 +427,29 @@ HANDOFF_THREADS = dict(   # the public threads of each way it went wrong
     aux='https://github.com/sgl-project/sglang/issues/10059, https://github.com/sgl-project/sglang/pull/9976',
     width='https://github.com/sgl-project/sglang/pull/13590, https://github.com/sgl-project/sglang/pull/23918')
 DISAGG_MODES = ('prefill', 'decode')   # SGLang's --disaggregation-mode values that hand a draft's state over
+
+# %% ../nbs/00a_engine_rows.ipynb #bffb30b2
+class Verify(NamedTuple):
+    "How one engine release verifies a request that samples, by device."
+    engine: str        # the engine's family
+    since: str         # the first release read that does this (it holds until the next row of the engine)
+    greedy_on: tuple   # devices (SGLang's `device` argument, 'hip' for a ROCm build) on which verify is argmax for every request
+    unless: str|None   # a settings key (`SETTINGS_NAMES`) that, when true, keeps sampling on the 'hip' device
+    logged: str|None   # the log text that says the fallback happened; None: silent
+    source: str        # file:lines in the release and what the code does
+
+_SP = 'srt/speculative'
+VERIFY_ROWS = (
+    Verify(SGLANG, '0.5.6', ('cpu', 'hip', 'npu', 'xpu', 'musa'), None, 'Falling back to greedy verification',
+           f"{_SP}/eagle_info.py:277-285: argmax when not TREE_SPEC_KERNEL_AVAILABLE or on NPU, a warning first; "
+           f"{_SP}/spec_utils.py:48: the kernel on CUDA only"),
+    Verify(SGLANG, '0.5.12', ('cpu', 'hip', 'npu', 'xpu'), None, 'Falling back to greedy verification',
+           f"{_SP}/eagle_info.py:321-329: argmax when not TREE_SPEC_KERNEL_AVAILABLE, a warning first; {_SP}/spec_utils.py:50-52: CUDA or MUSA"),
+    Verify(SGLANG, '0.5.17', ('cpu', 'hip', 'npu', 'xpu'), None, None,
+           f"{_SP}/eagle_utils.py:723: argmax when is_all_greedy or _is_cpu or _is_npu or _is_hip or _is_xpu; no warning"),
+    Verify(SGLANG, '0.5.23', ('cpu', 'hip', 'xpu'), 'rejection_sampling', None,
+           f"{_SP}/eagle_utils.py:485-500 (_verify_uses_greedy), called at 639-647: argmax on CPU, XPU, and HIP unless "
+           "speculative_use_rejection_sampling (its Triton chain sampler); no warning"),
+    Verify(VLLM, '0.32.0', (), None, None, "v1/sample/rejection_sampler.py:451-483: greedy only for requests at temperature 0 "
+           "(is_greedy per request), the others rejection-sampled on every platform"),
+)

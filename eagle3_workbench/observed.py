@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from statistics import NormalDist
-from .engine_rows import SGLANG, PP_SAID
-from .engines import Engine
+from .engine_rows import SGLANG, PP_SAID, FAMILIES, VERIFY_ROWS
+from .engines import Engine, version_tuple
 from .findings import Finding
 from .stats import bootstrap_ci, wilson, counts_mean_ci
 from .prompts import read_prompts, render_chats
@@ -21,9 +21,39 @@ from .wiring import resolve_wiring
 from .stages import pp_reading
 
 # %% auto #0
-__all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'pair_facts',
-           'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'zero_acceptance', 'acceptance_knobs',
-           'DeploymentComparison', 'compare_observed', 'compare_deployment']
+__all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'verify_greedy', 'verify_note', 'expectation_settings', 'Expected',
+           'expectation_from_runs', 'pair_facts', 'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes',
+           'zero_acceptance', 'acceptance_knobs', 'DeploymentComparison', 'compare_observed', 'compare_deployment']
+
+# %% ../nbs/04c_observed.ipynb #155445fe
+def _verify_rows(eng:Engine)->list:
+    "The `VERIFY_ROWS` row that holds for a release (one), or every row of its family when the release is not known."
+    rows = [r for r in VERIFY_ROWS if r.engine == eng.family]
+    if eng.release is None: return rows
+    held = [r for r in rows if version_tuple(r.since) <= version_tuple(eng.release)]
+    return held[-1:]
+
+def verify_greedy(observed:Observed, # what the deployment printed: its engine, the release it states, its settings
+                 )->dict|None: # None, or: how it is shown ('log' or 'settings'), the device, the release and the rows' sources
+    "Whether the deployment verifies every request by argmax: its log says so, or its device is one its release's row falls back on."
+    s, eng = observed.settings, observed.release or observed.engine
+    if eng is None: return None
+    rows, dev = _verify_rows(observed.release or Engine.parse(eng.family)), s.get('device')
+    stated = observed.release.title if observed.release else f"{FAMILIES[eng.family].title} (release not stated: every release read)"
+    base = dict(device=dev, release=stated, sources=[r.source for r in rows], switch=next((SETTINGS_NAMES[r.unless][0] for r in rows if r.unless), None))
+    if s.get('verify_fallback_logged'): return dict(base, shown='log', said=next(r.logged for r in VERIFY_ROWS if r.logged))
+    greedy = [dev in r.greedy_on and not (r.unless and s.get(r.unless) and dev == 'hip') for r in rows]
+    return dict(base, shown='settings') if rows and dev and all(greedy) else None
+
+def verify_note(observed:Observed)->str|None:
+    "What the settings cannot tell: SGLang's 'cuda' device is a ROCm build's too, whose release row may verify by argmax."
+    eng = observed.release or observed.engine
+    if eng is None or observed.settings.get('device') != 'cuda': return None
+    rows = [r for r in _verify_rows(observed.release or Engine.parse(eng.family)) if 'hip' in r.greedy_on]
+    if not rows or rows[-1].unless and observed.settings.get(rows[-1].unless): return None   # the switch on: ROCm samples too
+    switch = f" unless {SETTINGS_NAMES[rows[-1].unless][0]}" if rows[-1].unless else ''
+    return (f"device 'cuda' is a ROCm build's device too, where this release verifies sampled requests by argmax{switch} "
+            f"({rows[-1].source}): the output does not say which build served")
 
 # %% ../nbs/04c_observed.ipynb #4c40a1a5
 def expectation_settings(observed:Observed, # what the deployment printed
@@ -40,8 +70,15 @@ def expectation_settings(observed:Observed, # what the deployment printed
     out = dict(speculative_num_steps=steps, speculative_eagle_topk=given.get('speculative_eagle_topk', s.get('topk', 1)),
                speculative_num_draft_tokens=given.get('speculative_num_draft_tokens', None if own_steps else s.get('num_draft_tokens')),
                temperature=given.get('temperature', s.get('temperature', 0.0)))
+    vg = verify_greedy(observed)
     if 'temperature' not in given and 'temperature' not in s:
         notes.append("temperature 0 (greedy) assumed: engine outputs do not record the requests' temperature")
+        if vg: notes.append(f"had the requests sampled, {vg['release']} verified them by argmax on device {vg['device']!r} all the same: "
+                            "give their temperature to compare them so")
+    elif out['temperature'] > 0 and vg:
+        out['temperature'] = 0.0
+        notes.append(f"temperature 0: {vg['release']} verifies every request by argmax on device {vg['device']!r} (VERIFY_GREEDY)")
+    if out['temperature'] > 0 and (n := verify_note(observed)): notes.append(n)
     return {**out, **{k: v for k, v in given.items() if k not in out}}, notes
 
 # %% ../nbs/04c_observed.ipynb #e5b48542
@@ -312,6 +349,12 @@ def _comparison_findings(cmp)->list:
                            f"{SIGNATURES[cmp.signature][0]}{top}", dict(first_divergence=cmp.first_divergence, signature=cmp.signature,
                            causes=[c.to_json() for c in cs], positions=json_ready(cmp.positions), accept_length=json_ready(cmp.accept_length))))
     out += acceptance_knobs(o.settings)
+    if vg := e.facts.get('verify_greedy'):
+        how = f"its log says so ({vg['said']!r})" if vg['shown'] == 'log' else f"its settings say device {vg['device']!r} ({'; '.join(vg['sources'])})"
+        fix = f" or set {vg['switch']} on ROCm" if vg['switch'] else ''
+        out.append(Finding('VERIFY_GREEDY', 'error', f"{vg['release']} verifies every request by argmax here, {how}: the requests at temperature "
+                           f"{vg['temperature']} got the greedy outputs, not samples of the target's distribution, and the accept length is the "
+                           f"greedy pair's (the expectation ran at temperature 0); serve them on CUDA{fix} to sample", json_ready(vg)))
     for code, check in (('FC_SKIPPED', _algorithm), ('AUX_PP_STAGE_DROPPED', _pipeline)):
         status, ev = check(o, e)
         if status == 'shown': out.append(Finding(code, 'error', f"the deployment's settings show it: {ev}", dict(settings=o.settings, source=o.source)))
@@ -386,7 +429,7 @@ class DeploymentComparison:
         if c := self.context:
             lines.append(f"  by context: {c['within']} requests within the draft's {c['limit']} positions accept {c['within_accept'] or float('nan'):.2f}, "
                          f"{c['beyond']} beyond it {c['beyond_accept'] or float('nan'):.2f} ({c['verdict']})")
-        lines += [f"  {f.code}: {f.message}" for f in self.findings() if f.code in ('FC_SKIPPED', 'AUX_PP_STAGE_DROPPED')]
+        lines += [f"  {f.code}: {f.message}" for f in self.findings() if f.code in ('FC_SKIPPED', 'AUX_PP_STAGE_DROPPED', 'VERIFY_GREEDY')]
         return '\n'.join(lines + [f"  note: {n}" for n in self.notes])
 
     def to_json(self)->dict:
@@ -477,4 +520,6 @@ def compare_deployment(observed, # path of what the deployment printed (any form
     exp = expected_acceptance(pair, prompts, max_new_tokens or obs.settings.get('max_new_tokens') or 32,
                               notes=notes + [f"wired as {eng} reads the draft config"], **st)
     if r := _release_reading(obs, eng, pair, exp.facts['n_layers']): exp.facts['release_reading'] = r
+    asked = next((t for t in (settings.get('temperature'), obs.settings.get('temperature')) if t is not None), 0.0)
+    if asked > 0 and (vg := verify_greedy(obs)): exp.facts['verify_greedy'] = dict(vg, temperature=asked)   # the finding's evidence
     return compare_observed(obs, exp, same_prompts=same_prompts)

@@ -8,7 +8,7 @@ import ast, json, math, re
 from datetime import datetime, timedelta
 from dataclasses import dataclass, field, replace, asdict
 import torch
-from .engine_rows import SGLANG, VLLM
+from .engine_rows import SGLANG, VLLM, VERIFY_ROWS
 from .engines import Engine
 from .stats import pooled_mean, within_slopes, slope_se, t_quantile
 from .texts import text_and_name
@@ -91,6 +91,8 @@ SETTINGS_NAMES = {   # our name: (SGLang server argument, vLLM engine argument);
     'accept_threshold_single': ('speculative_accept_threshold_single', None),   # below 1: a draft token accepted on a probability threshold
     'accept_threshold_acc': ('speculative_accept_threshold_acc', None),
     'rejection_sample_method': (None, 'speculative_config.rejection_sample_method'),   # 'synthetic': acceptance drawn from configured rates
+    'device': ('device', None),   # SGLang's device ('cuda' on a ROCm build too): where verify may fall back to argmax (VERIFY_ROWS)
+    'rejection_sampling': ('speculative_use_rejection_sampling', None),   # SGLang 0.5.23: HIP verifies by sampling again
 }
 
 _COUNTS = ('num_steps', 'topk', 'num_draft_tokens', 'tp_size', 'pp_size', 'dp_size', 'ep_size')   # settings that must be integers
@@ -146,7 +148,9 @@ def logged_settings(text:str, engine:str)->tuple:
                 except (ValueError, SyntaxError): args = {}
             runs.append(engine_settings(args, engine))
     notes = [f"the log holds {len(runs)} argument lines that differ: the last one is used"] if len({json.dumps(r, sort_keys=True, default=str) for r in runs}) > 1 else []
-    return (runs[-1] if runs else {}), notes
+    out = runs[-1] if runs else {}
+    if engine == SGLANG and any(r.logged in text for r in VERIFY_ROWS if r.logged): out = dict(out, verify_fallback_logged=True)   # said once, at the first sampled verify
+    return out, notes
 
 # %% ../nbs/04b_outputs.ipynb #ceeb113d
 _VLLM_TIME = re.compile(r'\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b')
