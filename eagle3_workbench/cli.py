@@ -126,7 +126,7 @@ def _run(a)->int:
         if out['lossless'] is not None: print(f"lossless (matches target-only greedy decoding): {out['lossless']}")
     return EXIT_CHECK_FAILED if out['lossless'] is False else EXIT_OK
 
-# %% ../nbs/08_cli.ipynb #cd63018b
+# %% ../nbs/08_cli.ipynb #6606fdf7
 def _wiring_target(a)->tuple:
     "(N, target model_type) from --target or --n-layers."
     from eagle3_workbench.formats import read_config, resolve_path
@@ -139,11 +139,10 @@ def _wiring_target(a)->tuple:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1: raise ValueError(f"{a.target}: config.json has no positive integer '{at}num_hidden_layers'")
     return n, a.model_type or tcfg.get('model_type')
 
-# %% ../nbs/08_cli.ipynb #6606fdf7
 def _wiring(a)->int:
     from dataclasses import asdict
     from eagle3_workbench.formats import read_draft
-    from eagle3_workbench.wiring import engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note
+    from eagle3_workbench.wiring import engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note, pp_readings
     from eagle3_workbench.variants import variant_problems
     if a.trtllm_layers is not None and a.engine is None: a.engine = Engine.named(TRTLLM)
     if a.trtllm_layers is not None and a.engine.family != TRTLLM:
@@ -158,23 +157,25 @@ def _wiring(a)->int:
     try: dc, unchecked = src.config, None
     except ValueError as e: dc, unchecked = None, f"variant keys not checked: the config is no complete draft config ({e})"   # ids alone still answer
     variants = {e.key: variant_problems(dc, engine=e) for e in engines} if dc is not None else {}
+    if a.pp_partition is not None and a.pp is None: raise ValueError("--pp-partition: give the stage count with --pp N")
+    try: stages = pp_readings(cfg, n, a.pp, mtype, engines, a.pp_partition, a.trtllm_layers) if a.pp else []
+    except ValueError as e: raise ValueError(f"--pp {a.pp}{f' --pp-partition {a.pp_partition}' if a.pp_partition else ''}: {e}") from None
     if a.json:
         print(json.dumps(dict(n_layers=n, target_model_type=mtype, trainer=prov.trainer, provenance=prov.evidence,
                               **({'engine': dict(key=spec.key, described=spec.said, resid_layers=list(mine.resid_layers), reason=mine.reason, problems=mine.problems)} if spec else {}),
                               readings=[asdict(r) for r in rs], disagreements=disagreements(rs),
                               variant_problems={e: [p._asdict() for p in ps] for e, ps in variants.items()},
                               **({'variants_unchecked': unchecked} if unchecked else {}),
+                              **({'pipeline': dict(pp_size=a.pp, stages=stages)} if a.pp else {}),
                               **({'assumed': note} if mtype is None else {}))))
         return EXIT_OK
     print(f"draft written by: {prov.trainer} ({prov.evidence})")
-    if spec:
-        print(f"engine: {spec.said}\n  {mine.reason}")
-        for p in mine.problems: print(f"  problem: {p}")
+    if spec: print(f"engine: {spec.said}\n  {mine.reason}", *(f"\n  problem: {p}" for p in mine.problems), sep='')
     print(wiring_table(cfg, n, mtype))
     for d in disagreements(rs): print('DISAGREEMENT:', d)
-    for e, ps in variants.items():
-        for p in ps: print(f"VARIANT IGNORED ({e}): {p.key}: {p.message}")
+    for e, p in ((e, p) for e, ps in variants.items() for p in ps): print(f"VARIANT IGNORED ({e}): {p.key}: {p.message}")
     if unchecked: print(f"note: {unchecked}")
+    for s in stages: print(f"PIPELINE ({a.pp} stages): {s['said']}", *(f"\n  {f['code']}: {f['message']}" for f in s['findings']), sep='')
     print(f"note: {note}")
     return EXIT_OK
 
@@ -383,6 +384,10 @@ def _wiring_parser(sub):
                    help='also say, first, what this engine release feeds and which variant keys it ignores (e.g. sglang==0.5.6)')
     w.add_argument('--trtllm-layers', type=_wiring_arg, default=None, metavar='K,K,K',
                    help="TensorRT-LLM's eagle3_layers_to_capture from its serving config ('output of layer k'); implies --engine trtllm")
+    w.add_argument('--pp', type=_at_least(1), default=None, metavar='N',
+                   help="pipeline-parallel stages: also say what each engine release does with the fed layers on N stages (its layer split; whether it starts)")
+    w.add_argument('--pp-partition', default=None, metavar='L,L,...',
+                   help="with --pp: layers per stage, as SGLANG_PP_LAYER_PARTITION / VLLM_PP_LAYER_PARTITION set them (default: the engine's even split)")
     w.add_argument('--json', action='store_true')
     w.set_defaults(func=_wiring)
 

@@ -8,52 +8,23 @@ import math
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from statistics import NormalDist
-from .engine_rows import SGLANG, PP_SAID, FAMILIES, VERIFY_ROWS
-from .engines import Engine, version_tuple
+from .engine_rows import SGLANG, PP_SAID
+from .engines import Engine
+from .knobs import verify_greedy, verify_note, acceptance_knobs
 from .findings import Finding
 from .stats import bootstrap_ci, wilson, counts_mean_ci
 from .prompts import read_prompts, render_chats
 from .engine import summarize, run_prompts, SpecSettings
-from .outputs import SETTINGS_NAMES, Observed, read_observed, json_ready, observed_from_requests, acceptance_by_context, Trend, acceptance_trend
+from .outputs import Observed, read_observed, json_ready, observed_from_requests, acceptance_by_context, Trend, acceptance_trend
 from .recording import Recording, is_recording
 from .scores import recorded_prompts
 from .wiring import resolve_wiring
 from .stages import pp_reading
 
 # %% auto #0
-__all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'verify_greedy', 'verify_note', 'expectation_settings', 'Expected',
-           'expectation_from_runs', 'pair_facts', 'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes',
-           'zero_acceptance', 'acceptance_knobs', 'DeploymentComparison', 'compare_observed', 'compare_deployment']
-
-# %% ../nbs/04c_observed.ipynb #155445fe
-def _verify_rows(eng:Engine)->list:
-    "The `VERIFY_ROWS` row that holds for a release (one), or every row of its family when the release is not known."
-    rows = [r for r in VERIFY_ROWS if r.engine == eng.family]
-    if eng.release is None: return rows
-    held = [r for r in rows if version_tuple(r.since) <= version_tuple(eng.release)]
-    return held[-1:]
-
-def verify_greedy(observed:Observed, # what the deployment printed: its engine, the release it states, its settings
-                 )->dict|None: # None, or: how it is shown ('log' or 'settings'), the device, the release and the rows' sources
-    "Whether the deployment verifies every request by argmax: its log says so, or its device is one its release's row falls back on."
-    s, eng = observed.settings, observed.release or observed.engine
-    if eng is None: return None
-    rows, dev = _verify_rows(observed.release or Engine.parse(eng.family)), s.get('device')
-    stated = observed.release.title if observed.release else f"{FAMILIES[eng.family].title} (release not stated: every release read)"
-    base = dict(device=dev, release=stated, sources=[r.source for r in rows], switch=next((SETTINGS_NAMES[r.unless][0] for r in rows if r.unless), None))
-    if s.get('verify_fallback_logged'): return dict(base, shown='log', said=next(r.logged for r in VERIFY_ROWS if r.logged))
-    greedy = [dev in r.greedy_on and not (r.unless and s.get(r.unless) and dev == 'hip') for r in rows]
-    return dict(base, shown='settings') if rows and dev and all(greedy) else None
-
-def verify_note(observed:Observed)->str|None:
-    "What the settings cannot tell: SGLang's 'cuda' device is a ROCm build's too, whose release row may verify by argmax."
-    eng = observed.release or observed.engine
-    if eng is None or observed.settings.get('device') != 'cuda': return None
-    rows = [r for r in _verify_rows(observed.release or Engine.parse(eng.family)) if 'hip' in r.greedy_on]
-    if not rows or rows[-1].unless and observed.settings.get(rows[-1].unless): return None   # the switch on: ROCm samples too
-    switch = f" unless {SETTINGS_NAMES[rows[-1].unless][0]}" if rows[-1].unless else ''
-    return (f"device 'cuda' is a ROCm build's device too, where this release verifies sampled requests by argmax{switch} "
-            f"({rows[-1].source}): the output does not say which build served")
+__all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'pair_facts',
+           'expected_acceptance', 'observed_from_runs', 'Cause', 'rank_causes', 'zero_acceptance',
+           'DeploymentComparison', 'compare_observed', 'compare_deployment']
 
 # %% ../nbs/04c_observed.ipynb #4c40a1a5
 def expectation_settings(observed:Observed, # what the deployment printed
@@ -329,15 +300,6 @@ def _zero_said(z:dict)->str:
     if z['counted'] is None: return "the reported average accept length is 1.00 (no counts, so no interval)"
     bound = f", acceptance at most {z['acceptance_upper']:.4f} per step at 95%" if z['acceptance_upper'] is not None else ''
     return f"no draft token accepted in {z['counted']} counted {'verify steps' if bound else 'log lines'}{bound}"
-
-def acceptance_knobs(settings:dict, # the deployment's settings (`engine_settings`, or what `read_observed` found)
-                    )->list: # [] or one ACCEPT_SYNTHETIC finding naming each knob that is on
-    "The settings under which a deployment's acceptance is made, not measured (SGLang's relaxed thresholds, vLLM's synthetic rates)."
-    on = [f"{SETTINGS_NAMES[k][0]} {v}" for k in ('accept_threshold_single', 'accept_threshold_acc') if (v := settings.get(k)) is not None and v < 1]
-    if settings.get('rejection_sample_method') == 'synthetic': on.append("speculative_config.rejection_sample_method 'synthetic'")
-    return [Finding('ACCEPT_SYNTHETIC', 'error', f"the deployment's acceptance is set, not measured: {', '.join(on)}: its accept length and "
-                    "per-position rates say nothing of the draft; compare with exact verification (threshold 1, rejection_sample_method "
-                    "'standard')", dict(settings={k: settings[k] for k in settings if k in ('accept_threshold_single', 'accept_threshold_acc', 'rejection_sample_method')}))] if on else []
 
 def _comparison_findings(cmp)->list:
     "The comparison's findings: below expectation, the faults the settings show, zero acceptance, drift over time."

@@ -97,4 +97,4 @@ def pp_reading(engine, # an `Engine` or a name `Engine.parse` takes
         f"resid{fs[0].evidence['lost']} would never arrive, the draft would get resid{list(kept)}" if fs else f"every fed resid{list(resid)} is on the last stage")
     else: cap = f"{PP_SAID['relayed']} ({r.sources['pp']})" if r.pp_capture == 'relayed' else f"its capture on stages: {PP_SAID[None]}"
     if r.pp == 'refused': return out(None, f"{r.engine} ({r.file}) {PP_SAID['refused']} ({r.sources['pp']})" + ('' if r.pp_capture is None else f"; were it started, {cap}"), fs)
-    return out(kept if r.pp_capture else None, f"{r.engine} ({r.file}): {cap}", fs)
+    return out(kept if r.pp_capture else None, f"{r.engine}{f' ({r.file})' if r.file else ''}: {cap}", fs)

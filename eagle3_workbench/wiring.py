@@ -4,16 +4,17 @@
 
 # %% ../nbs/00m_wiring.ipynb #76a9b80b
 from __future__ import annotations
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, replace, asdict
 from typing import NamedTuple
 import copy
 from .conventions import default_resid_layers, read_aux_ids, as_layer_ids, FIELDS, AUX_KEY
 from .engine_rows import READING_ROWS, PR25454_FILES, TENSOR_SAID, MODEL_FILES, FAMILIES, SGLANG, VLLM, TRTLLM
 from .engines import Engine, model_file, assumed_file, rule_conventions, to_resid, from_resid, convention_rule
+from .stages import pp_reading
 
 # %% auto #0
 __all__ = ['EngineReading', 'engine_reading', 'engine_readings', 'sglang_rule_note', 'disagreements', 'Wiring', 'resolve_wiring',
-           'wiring_from_ids', 'wiring_table', 'ConfigEdit', 'draft_config_edit', 'architecture_table']
+           'wiring_from_ids', 'wiring_table', 'ConfigEdit', 'draft_config_edit', 'architecture_table', 'pp_readings']
 
 # %% ../nbs/00m_wiring.ipynb #55976b2d
 @dataclass
@@ -217,3 +218,21 @@ def architecture_table()->str: # markdown, one row per model type
     rows = [f"| {t} | " + ' | '.join(cell(e, t) for e in cols) + ' |' for t in dict.fromkeys(t for m in MODEL_FILES for t in m.model_types)]
     return '\n'.join(['| model_type | ' + ' | '.join(e.title for e in cols) + ' |', '|---' * (len(cols) + 1) + '|', *rows])
 
+
+# %% ../nbs/00m_wiring.ipynb #1383bab1
+def pp_readings(cfg:dict, # the draft config, as read
+                n_layers:int, # the target's N
+                pp_size:int, # pipeline stages
+                model_type:str|None, # the target's model_type
+                engines:list, # `Engine`s, one per release asked about
+                partition=None, # the engines' layer-partition variable, if set
+                trtllm_layers=None, # TensorRT-LLM's eagle3_layers_to_capture, if given
+               )->list: # one JSON-ready row per engine
+    "What each engine release feeds the draft of `cfg` on one stage, and what `pp_size` stages make of it."
+    rows = []
+    for e in engines:
+        fed = resolve_wiring(cfg, n_layers, e, model_type, trtllm_layers).resid_layers
+        r = pp_reading(e, fed, n_layers, pp_size, model_type, partition)
+        rows.append(dict(engine=r.engine, starts=r.pp, capture=r.capture, split=[list(s) for s in r.split], fed_one_stage=list(fed),
+                         fed=None if r.fed is None else list(r.fed), said=r.said, findings=[asdict(f) for f in r.findings]))
+    return rows

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from eagle3_workbench.engine_rows import SGLANG, VLLM
 from eagle3_workbench.outputs import engine_settings, read_observed
-from eagle3_workbench.observed import acceptance_knobs
+from eagle3_workbench.knobs import acceptance_knobs
 
 FIX = Path(__file__).parent/'fixtures'/'observed'
 

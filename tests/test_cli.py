@@ -25,6 +25,20 @@ def test_bad_input_exit_code_and_one_line_error(cli, tmp_path):
     r = cli('run', '--target', tmp_path/'nowhere', '--json')
     assert r.returncode == 2 and 'no such model directory' in r.stderr and r.stdout == ''
 
+def test_wiring_on_pipeline_stages(cli):
+    "The GPT-OSS-120B draft's ids on 2 stages of 36 layers (18 each): vLLM 0.32's gpt_oss.py and SGLang 0.5.23 both refuse to start;"
+    " were SGLang started, its last stage (layers 18..35) would hold only the states from 18 on."
+    r = cli('wiring', FIX/'specforge-gpt-oss-120B-eagle3.json', '--n-layers', 36, '--model-type', 'gpt_oss', '--pp', 2, '--json')
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    st = {s['engine']: s for s in out['pipeline']['stages']}
+    sgl = st['SGLang 0.5.23']
+    assert sgl['split'] == [[0, 18], [18, 36]] and sgl['starts'] == 'refused'
+    assert sgl['findings'][0]['evidence']['lost'] == [k for k in sgl['fed_one_stage'] if k < 18]
+    assert st['vLLM 0.32']['starts'] == 'refused' and st['vLLM 0.32']['fed'] is None
+    r = cli('wiring', FIX/'specforge-gpt-oss-120B-eagle3.json', '--n-layers', 36, '--pp', 2, '--pp-partition', '20,20')
+    assert r.returncode == 2 and r.stderr.strip().count('\n') == 0 and '--pp-partition 20,20' in r.stderr and r.stdout == ''
+
 def test_zoo_list(cli):
     r = cli('zoo', 'list')
     assert r.returncode == 0 and {'zoo:tiny-dsv3', 'zoo:tiny-dsv3-eagle3', 'zoo:tiny-llama', 'zoo:tiny-llama-eagle3'} <= set(r.stdout.split())
@@ -50,7 +64,8 @@ def test_help_imports_nothing_heavy():
     assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == '[]', r.stdout[-500:] + r.stderr[-500:]
 
 WIRING_CASES = ([str(FIX/'specforge-llama3-8B-eagle3.json'), '--n-layers', '32'],   # a lone config.json
-                ['zoo:tiny-llama-eagle3', '--target', 'zoo:tiny-llama'])            # a draft folder with weights: names from the headers
+                ['zoo:tiny-llama-eagle3', '--target', 'zoo:tiny-llama'],            # a draft folder with weights: names from the headers
+                [str(FIX/'specforge-gpt-oss-120B-eagle3.json'), '--n-layers', '36', '--model-type', 'gpt_oss', '--pp', '2'])   # and the stages
 
 @pytest.mark.parametrize('args', WIRING_CASES)
 def test_wiring_answers_without_torch(cli, args):

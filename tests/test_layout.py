@@ -86,7 +86,7 @@ def test_engine_names_live_in_the_registry(name):
 
 def test_readme_lists_the_chapters_in_order():
     layout = (ROOT/'README.md').read_text().split('## Layout', 1)[1].split('\n## ', 1)[0]
-    named = [m for m in re.findall(r'`(\d\d[a-z]?_[a-z0-9_]+|index)`', layout)]
+    named = [m for m in re.findall(r'`(\d\d[a-z]{0,2}_[a-z0-9_]+|index)`', layout)]
     stems = [p.stem for p in sorted((ROOT/'nbs').glob('[0-9]*.ipynb'))] + ['index']
     assert named == stems, f"README layout lists {named}, the notebooks are {stems}"
 

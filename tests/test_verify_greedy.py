@@ -64,5 +64,5 @@ def test_the_log_line_of_an_older_release_names_it(greedy, tmp_path):
 def test_vllm_on_cpu_samples_each_request():
     from eagle3_workbench.outputs import Observed
     from eagle3_workbench.engines import Engine
-    from eagle3_workbench.observed import verify_greedy
+    from eagle3_workbench.knobs import verify_greedy
     assert verify_greedy(Observed(Engine.parse('vllm==0.32.0'), 'text', settings=dict(device='cpu'))) is None
