@@ -3,7 +3,8 @@ request on a device without the sampling kernels (`engine_rows.VERIFY_ROWS`, rea
 `srt/speculative/eagle_info.py` / `eagle_utils.py`). Requests at a temperature then get the greedy outputs, and the
 deployment's accept length is the greedy pair's. Planted: an SGLang 0.5.23 server on `--device cpu` serving sampled
 requests, whose acceptance is what the pair accepts greedily; clean: the same on CUDA, and vLLM, which rejection-samples
-each request at its own temperature on every platform (v1/sample/rejection_sampler.py:451-483)."""
+each request at its own temperature on every platform (v1/sample/rejection_sampler.py:451-483). The 0.5.23 row is held
+against SGLang's own predicate, `_verify_uses_greedy`, compiled from the pinned wheel (tests/sglang_source.py)."""
 import json
 import pytest
 from eagle3_workbench.observed import compare_deployment
@@ -66,3 +67,38 @@ def test_vllm_on_cpu_samples_each_request():
     from eagle3_workbench.engines import Engine
     from eagle3_workbench.knobs import verify_greedy
     assert verify_greedy(Observed(Engine.parse('vllm==0.32.0'), 'text', settings=dict(device='cpu'))) is None
+
+def _pinned_verify_predicate():
+    "SGLang's own `_verify_uses_greedy`, compiled from the pinned wheel's eagle_utils.py (the one function, nothing else of the file runs)."
+    import ast, glob, sys, zipfile
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from sglang_source import CACHE, PINNED
+    whl = glob.glob(str(CACHE/f'sglang-{PINNED}-*.whl'))
+    if not whl: pytest.skip(f"the pinned sglang=={PINNED} wheel is not in .ci/cache (tests/conftest.py downloads it; no network?)")
+    text = zipfile.ZipFile(whl[0]).read('sglang/srt/speculative/eagle_utils.py').decode()
+    fn, = [n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == '_verify_uses_greedy']
+    ns = {}
+    exec(compile(ast.Module([fn], []), 'eagle_utils.py', 'exec'), ns)   # a pure predicate of five booleans
+    return ns['_verify_uses_greedy'], (fn.lineno, fn.end_lineno), text
+
+def test_the_row_is_what_sglang_0523s_own_predicate_decides():
+    "For every device and both values of the switch, the 0.5.23 row names a sampled request's verify greedy exactly where"
+    " SGLang's own `_verify_uses_greedy` (called with is_all_greedy False: a sampled batch) returns True; the row cites its lines."
+    from eagle3_workbench.engine_rows import SGLANG, VERIFY_ROWS
+    from eagle3_workbench.engines import Engine
+    from eagle3_workbench.outputs import Observed
+    from eagle3_workbench.knobs import verify_greedy
+    uses_greedy, (first, last), text = _pinned_verify_predicate()
+    row, = [r for r in VERIFY_ROWS if r.engine == SGLANG and r.since == '0.5.23']
+    assert f"eagle_utils.py:{first}-{last}" in row.source
+    decided = {}
+    for dev in ('cpu', 'cuda', 'hip', 'xpu', 'npu', 'musa'):
+        for rs in (False, True):
+            theirs = uses_greedy(is_all_greedy=False, is_cpu=dev == 'cpu', is_hip=dev == 'hip', is_xpu=dev == 'xpu', use_rejection_sampling=rs)
+            ours = verify_greedy(Observed(Engine.parse(SGLANG), 'settings', settings=dict(device=dev, version='0.5.23', rejection_sampling=rs)))
+            decided[dev, rs] = theirs
+            assert (ours is not None) == theirs, (dev, rs, theirs, ours)
+    assert decided['cpu', True] and not decided['cuda', False] and decided['hip', False] != decided['hip', True]   # the cases that differ
+    assert uses_greedy(is_all_greedy=True, is_cpu=False, is_hip=False, is_xpu=False, use_rejection_sampling=False)   # greedy requests: argmax everywhere
+    assert 'speculative_use_rejection_sampling' in text.splitlines()[639]   # the call site the row cites (line 640) reads the switch
