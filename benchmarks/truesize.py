@@ -10,8 +10,9 @@ today's search (every candidate on every prompt, float32) is timed on the same r
 extrapolated to the wirings the search explores; with `--compare-today` the search before racing (a coordinate search
 screened on a quarter of the prompts, its finalists on all) runs whole, `diagnose` in a fresh process of its own on the same
 recording, in the doctor's precision, and is measured as the doctor is. The precision is bfloat16 where a matmul of a
-draft step's shape runs at least as fast in it as in float32 on this host (`matmul_rates`), else float32: a CPU without
-bfloat16 units computes it about 200 times slower.
+draft step's shape (256 tokens, three 7168-wide states in) runs at least as fast in it as in float32 on this host
+(`matmul_rates`), else float32: a CPU without bfloat16 units computes it about 200 times slower, which a 16-row probe
+shows first.
 
     python benchmarks/truesize.py [--tiny] [--threads 2] [--keep FOLDER] [--no-today] [--compare-today] [--out benchmarks/results/truesize.json]
 
@@ -147,17 +148,24 @@ def child(mode:str, rec:Path, draft:Path, dtype:str, wirings:list, threads:int, 
     if p.returncode: raise RuntimeError(f"{mode} ({dtype}) failed: {p.stderr[-3000:]}")
     return json.loads(next(l for l in p.stdout.splitlines() if l.startswith('RESULT '))[7:])
 
-def matmul_rates(threads:int, m:int=16, k:int=7168, n:int=1024)->dict:
-    "GFLOP/s of one [m, k] x [k, n] matmul in bfloat16 and in float32 on this host (a draft step's input width; a slice of its rows and outputs, so a slow precision costs seconds, not minutes)."
+def _rates(m:int, k:int, n:int)->dict:
+    import torch
+    out = {}
+    for name in ('bfloat16', 'float32'):
+        a, b = torch.randn(m, k, dtype=getattr(torch, name)), torch.randn(k, n, dtype=getattr(torch, name))
+        a @ b; t0 = time.perf_counter(); a @ b
+        out[name] = 2 * m * k * n / max(time.perf_counter() - t0, 1e-9) / 1e9
+    return out
+
+def matmul_rates(threads:int, m:int=16, k:int=7168, n:int=1024, rows:int=256)->dict:
+    "GFLOP/s of a [rows, k] x [k, n] matmul in bfloat16 and in float32 on this host (a draft step's input width and a block's tokens)."
+    "A first probe on `m` rows tells a host without bfloat16 units (tens of times slower there) in a second, and decides;"
+    " elsewhere the rates are measured again on `rows` rows, since at few rows bfloat16 can trail float32 where a block's worth leads it."
     import torch
     was = torch.get_num_threads(); torch.set_num_threads(threads)
     try:
-        out = {}
-        for name in ('bfloat16', 'float32'):
-            a, b = torch.randn(m, k, dtype=getattr(torch, name)), torch.randn(k, n, dtype=getattr(torch, name))
-            a @ b; t0 = time.perf_counter(); a @ b
-            out[name] = 2 * m * k * n / max(time.perf_counter() - t0, 1e-9) / 1e9
-        return out
+        out = _rates(m, k, n)
+        return out if out['bfloat16'] * 4 < out['float32'] or rows <= m else _rates(rows, k, n)
     finally: torch.set_num_threads(was)
 
 def compute_dtype(rates:dict, device:str)->str:

@@ -134,6 +134,13 @@ def test_true_size_precision_is_the_faster_one_on_this_host():
     assert truesize.compute_dtype(dict(bfloat16=0.07, float32=15.9), 'cuda') == 'bfloat16'
     r = truesize.matmul_rates(1, 64, 256, 128)
     assert set(r) == {'bfloat16', 'float32'} and all(v > 0 for v in r.values())
+    calls, real = [], truesize._rates
+    try:   # a host without bfloat16 units is told by the small probe alone; elsewhere a block's rows decide
+        truesize._rates = lambda m, k, n: calls.append(m) or dict(bfloat16=0.3, float32=20.)
+        assert truesize.matmul_rates(1, 16, 64, 64, rows=256) == dict(bfloat16=0.3, float32=20.) and calls == [16]
+        calls.clear(); truesize._rates = lambda m, k, n: calls.append(m) or (dict(bfloat16=40., float32=59.) if m == 16 else dict(bfloat16=400., float32=177.))
+        assert truesize.compute_dtype(truesize.matmul_rates(1, 16, 64, 64, rows=256), 'cpu') == 'bfloat16' and calls == [16, 256]
+    finally: truesize._rates = real
 
 def test_gpu_doctor_script_without_gpu_skips_cleanly():
     import torch
