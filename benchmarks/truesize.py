@@ -105,7 +105,7 @@ apply_threads(None, THREADS)
 from eagle3_workbench.recording import recorded_pair
 from eagle3_workbench.stats import race_blocks
 import eagle3_workbench.search as search
-search.RACE_FROM_WIDTH = min(search.RACE_FROM_WIDTH, RACEWIDTH)   # the tiny stand-in races as the true size does
+search.RACE_FROM_WIDTH = RACEWIDTH   # 64: the tiny stand-in races as the true size does; NEVER: the search before racing
 t0, c0 = time.perf_counter(), time.process_time()
 pair = recorded_pair(REC, DRAFT, dtype=getattr(torch, DTYPE), device=DEVICE)
 out = dict(load=time.perf_counter() - t0)

@@ -112,13 +112,15 @@ def test_true_size_run_finds_the_planted_wiring_at_tiny_size():
     sys.path.insert(0, str(ROOT/'benchmarks'))
     try: import truesize
     finally: sys.path.remove(str(ROOT/'benchmarks'))
-    r = truesize.measure(True, threads=1, dtype='bfloat16')   # bfloat16 whatever this host computes it at: the check below compares it with float32
+    r = truesize.measure(True, threads=1, dtype='bfloat16', whole=True)   # bfloat16 whatever this host computes it at: the check below compares it with float32
     s = truesize.summary(r)
     n = r['layers']
     assert r['configured'] == [2, n // 2, n - 3] and r['planted'] != r['configured']   # the engines' default is fed, the draft was trained elsewhere
     assert s['verdict'] == 'miswired' and r['new']['recommended'] == r['planted'], r['new']
     assert 'raced on blocks of 4, 4, 8, 16 prompts' in r['new']['search']['how'] and s['scored_in_full'] < s['explored']
     assert r['new']['search']['tokens'] == truesize.PROMPTS * (truesize.TOKENS - 1) >= 500   # the doctor's minimum evidence
+    u = r['today_whole']   # the search before racing, in its own process on the same folders: not raced, the same answer
+    assert 'raced' not in u['search']['how'] and u['recommended'] == r['planted'] and u['token_wirings'] != r['new']['token_wirings'], u['search']
     assert s['bf16_max_rel'] < 1e-3 and s['gap_b16'] > 0 and s['gap_f32'] > 0
     # the fp32 table's fit of the planted wiring beats its neighbour's on the same prompts: the planted answer is the true one
     f = r['today']['fits']
