@@ -10,19 +10,20 @@ from pathlib import Path
 import torch
 from .target import zoo_root
 from .conventions import default_resid_layers
-from .zoo import (PAIRS, OFFDEFAULT, DEEP, ZooRecipe, corpus_files, train_tokenizer, encode_files, vocab_mapping,
-                                  heldout_windows, heldout_prompts, build_pair, build_offdefault_draft, build_deep_pair)
+from .zoo import (PAIRS, OFFDEFAULT, DEEP, GPTOSS, ZooRecipe, corpus_files, train_tokenizer, encode_files, vocab_mapping,
+                                  heldout_windows, heldout_prompts, build_pair, build_offdefault_draft, build_deep_pair,
+                                  build_gptoss_pair)
 
 # %% auto #0
-__all__ = ['MEASURED', 'build_zoo', 'write_card', 'zoo_card', 'zoo_listing']
+__all__ = ['DEEP_SHAPE', 'GPTOSS_SHAPE', 'MEASURED', 'build_zoo', 'write_card', 'zoo_card', 'zoo_listing']
 
 # %% ../nbs/01h_card.ipynb #024c1e63
 def build_zoo(out=None, # output folder; default: the package's zoo_data
               recipe:ZooRecipe|None=None,
-              only:list|None=None, # target names to build (default: all): keys of `PAIRS` and `DEEP`
+              only:list|None=None, # target names to build (default: all): keys of `PAIRS`, `DEEP` and `GPTOSS`
               reuse_targets:bool=False, # keep already trained targets (their train_log.json) and train only the drafts
              )->dict:
-    "Build tokenizer, targets, drafts (the off-default one too), the 61-layer pair, prompts, the training dumps and the zoo card; returns the build log."
+    "Build tokenizer, targets, drafts (the off-default one too), the 61-layer and GPT-OSS-shaped pairs, prompts, the training dumps and the zoo card; returns the build log."
     t0 = time.perf_counter()
     recipe = recipe or ZooRecipe()
     out = Path(out) if out else zoo_root()
@@ -45,6 +46,8 @@ def build_zoo(out=None, # output folder; default: the package's zoo_data
         if name in (only or PAIRS): build_offdefault_draft(out, recipe, name=dname, in_whole_build=not only and not reuse_targets)
     for name in [n for n in only or DEEP if n in DEEP]:
         build_deep_pair(out, recipe, name=name, in_whole_build=not only and not reuse_targets, tok=tok)
+    for name in [n for n in only or GPTOSS if n in GPTOSS]:
+        build_gptoss_pair(out, recipe, name=name, in_whole_build=not only and not reuse_targets, tok=tok)
     c = json.loads((out/'corpus.json').read_text())
     c['build'] = dict(seconds=round(time.perf_counter() - t0, 1), threads=torch.get_num_threads(), cores=os.cpu_count(),
                       whole=not only and not reuse_targets)   # only a whole build answers "how long does the zoo take"
@@ -56,15 +59,19 @@ def _draft_entry(d:dict, target:str)->dict:
     return dict(target=target, trainable_params=d['params'], resid_layers=d['resid_layers'], config_ids=d['config_ids'],
                 convention=d['convention'], train=d, heldout_agreement=d['heldout_agreement'])
 
-def _target_entry(d:Path, shape:bool=False)->dict:
-    "A target's build-log entry: its training log, parameters, layers, hidden size (and with `shape`, what makes it DeepSeek-V3-like)."
+DEEP_SHAPE = ('q_lora_rank', 'kv_lora_rank', 'qk_nope_head_dim', 'qk_rope_head_dim', 'v_head_dim', 'num_attention_heads',
+              'first_k_dense_replace', 'n_routed_experts', 'num_experts_per_tok', 'n_shared_experts', 'max_position_embeddings', 'rope_scaling')
+GPTOSS_SHAPE = ('sliding_window', 'layer_types', 'num_local_experts', 'num_experts_per_tok', 'intermediate_size', 'num_attention_heads',
+                'num_key_value_heads', 'head_dim', 'swiglu_limit', 'max_position_embeddings', 'rope_theta', 'rope_scaling')
+
+def _target_entry(d:Path, shape:tuple=(), # config keys that make the target's architecture what it is (`DEEP_SHAPE`, `GPTOSS_SHAPE`)
+                 )->dict:
+    "A target's build-log entry: its training log, parameters, layers, hidden size (and with `shape`, those config keys)."
     from safetensors import safe_open
     cfg = json.loads((d/'config.json').read_text())
     with safe_open(str(d/'model.safetensors'), 'pt') as f: params = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
     e = dict(train=json.loads((d/'train_log.json').read_text()), params=params, layers=cfg['num_hidden_layers'], hidden=cfg['hidden_size'])
-    if shape: e['shape'] = {k: cfg.get(k) for k in ('q_lora_rank', 'kv_lora_rank', 'qk_nope_head_dim', 'qk_rope_head_dim', 'v_head_dim',
-                                                    'num_attention_heads', 'first_k_dense_replace', 'n_routed_experts', 'num_experts_per_tok',
-                                                    'n_shared_experts', 'max_position_embeddings', 'rope_scaling')}
+    if shape: e['shape'] = {k: cfg.get(k) for k in shape}
     return e
 
 MEASURED = '\n## Accept length on held-out prompts\n'   # the section `benchmarks/zoo_quality.py` appends to the card
@@ -82,10 +89,11 @@ def write_card(out, keep_measured:bool=False, # keep the card's measured section
     for dname, (name, _) in OFFDEFAULT.items():
         if not (out/dname/'train_log.json').exists(): return log
         log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
-    for name, (dname, _) in DEEP.items():
-        if not (out/dname/'train_log.json').exists(): return log
-        log['models'][name] = _target_entry(out/name, shape=True)
-        log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
+    for pairs, shape in ((DEEP, DEEP_SHAPE), (GPTOSS, GPTOSS_SHAPE)):
+        for name, (dname, _) in pairs.items():
+            if not (out/dname/'train_log.json').exists(): return log
+            log['models'][name] = _target_entry(out/name, shape=shape)
+            log['models'][dname] = _draft_entry(json.loads((out/dname/'train_log.json').read_text()), name)
     (out/'build_log.json').write_text(json.dumps(log, indent=1))
     old = (out/'ZOO.md').read_text() if (out/'ZOO.md').exists() else ''
     kept = MEASURED + old.split(MEASURED, 1)[1] if keep_measured and MEASURED in old else ''
@@ -114,10 +122,11 @@ def zoo_card(log:dict)->str:
          '(mapped through d2t) and the target\'s greedy token on held-out windows, per unrolled step.', '']
     extras = {d: log['models'][d] for d in OFFDEFAULT if d in log['models']}
     deep = {n: (d, conv) for n, (d, conv) in DEEP.items() if d in log['models']}
+    gptoss = {n: (d, conv) for n, (d, conv) in GPTOSS.items() if d in log['models']}
     if (b := log.get('build')) and b.get('whole'):
         later = [f"`{d}` ({e['train']['build_seconds']:.0f} s, against the shipped target)" for d, e in extras.items()
                  if not e['train'].get('in_whole_build', True)]
-        later += [f"`{n}` + `{d}` ({log['models'][d]['train']['build_seconds']:.0f} s)" for n, (d, _) in deep.items()
+        later += [f"`{n}` + `{d}` ({log['models'][d]['train']['build_seconds']:.0f} s)" for n, (d, _) in (deep | gptoss).items()
                   if not log['models'][d]['train'].get('in_whole_build', True)]
         L += [f"Whole zoo built by one command (`eagle3-workbench zoo build`) in {b['seconds']:.0f} s "
               f"({b['seconds'] / 60:.1f} min) wall, {b['threads']} torch threads on {b['cores']} cores"
@@ -146,7 +155,26 @@ def zoo_card(log:dict)->str:
               "the row \"[embedding, low, mid] (the original case)\" below. Same tokenizer, corpus, draft vocabulary, seeds and draft steps "
               "as the other pairs; the target trains on 16 sequences per step.", '',
               _target_line(t), *_draft_lines(d, conv)]
+    for name, (dname, conv) in gptoss.items(): L += _gptoss_section(log, name, dname, conv)
     return '\n'.join(L)
+
+def _gptoss_section(log:dict, name:str, dname:str, conv:str)->list:
+    "The GPT-OSS-shaped pair's section of the zoo card, its shape read from the build log."
+    t, d = log['models'][name], log['models'][dname]
+    s, r = t['shape'], t['shape']['rope_scaling']
+    k = sum(x == 'sliding_attention' for x in s['layer_types'])
+    return [f"## {name} + {dname}: a sliding-window target (GPT-OSS's shape)", '',
+            f"GPT-OSS's shape at hidden {t['hidden']}: {t['layers']} layers, {k} of them (every other one, as GPT-OSS's) attending to a sliding "
+            f"window of {s['sliding_window']} tokens and the rest to the whole prefix; an attention sink per head; {s['num_attention_heads']} "
+            f"heads of {s['head_dim']} over {s['num_key_value_heads']} key-value heads; MoE in every layer ({s['num_local_experts']} experts, top "
+            f"{s['num_experts_per_tok']}, width {s['intermediate_size']}, SwiGLU clamped at {s['swiglu_limit']:g}); YaRN factor {r['factor']:g} "
+            f"over an original window of {r['original_max_position_embeddings']} tokens (max_position_embeddings {s['max_position_embeddings']}; "
+            f"GPT-OSS: 32 x 4,096), beta_fast {r['beta_fast']:g}, beta_slow {r['beta_slow']:g}, truncate {str(r['truncate']).lower()}, rope theta "
+            f"{s['rope_theta']:,.0f}. A zoo prompt and its continuation (about 110 tokens) outgrow the window, so a verify that drops it "
+            f"computes another target. The draft's ids {d['config_ids']} ({conv}'s \"output of layer\") are read by SGLang's gpt_oss.py "
+            f"(largest id not the layer count: +1) as the layers it was trained on, resid{d['resid_layers']}, and by vLLM verbatim, one "
+            "layer early; its rope is plain (theta 10,000), as in the public GPT-OSS drafts. Same tokenizer, corpus, draft vocabulary, "
+            "seeds and draft steps as the other pairs.", '', _target_line(t), *_draft_lines(d, conv)]
 
 def _target_line(t:dict)->str:
     "A target's line on the zoo card."
@@ -161,7 +189,7 @@ def zoo_listing(root=None)->list:
     root = Path(root) if root else zoo_root()
     if not root.exists(): return []
     log = json.loads((root/'build_log.json').read_text()).get('models', {}) if (root/'build_log.json').exists() else {}
-    of = {d: t for t, (d, _) in [*PAIRS.items(), *DEEP.items()]} | {d: t for d, (t, _) in OFFDEFAULT.items()}   # draft -> its target
+    of = {d: t for t, (d, _) in [*PAIRS.items(), *DEEP.items(), *GPTOSS.items()]} | {d: t for d, (t, _) in OFFDEFAULT.items()}   # draft -> its target
     out = []
     for p in sorted(x for x in root.iterdir() if x.is_dir() and (x/'config.json').exists()):
         c, m = json.loads((p/'config.json').read_text()), log.get(p.name, {})
@@ -177,6 +205,12 @@ def zoo_listing(root=None)->list:
         else:
             n = m.get('params')
             what = (f"target, {c.get('model_type')} architecture, {c.get('num_hidden_layers')} layers, hidden {c.get('hidden_size')}, "
-                    f"vocabulary {c.get('vocab_size')}" + (f", {n / 1e6:.1f} M parameters" if n else ''))
+                    f"vocabulary {c.get('vocab_size')}" + (f", {n / 1e6:.1f} M parameters" if n else '') + _window(c))
         out.append(f"zoo:{p.name:<28} {what}")
     return out
+
+def _window(c:dict)->str:
+    "What a target's sliding window covers, for its `zoo list` line ('' without one)."
+    if not c.get('sliding_window'): return ''
+    k = sum(t == 'sliding_attention' for t in c['layer_types']) if c.get('layer_types') else c['num_hidden_layers']
+    return f", sliding window of {c['sliding_window']} tokens on {k} of {c['num_hidden_layers']} layers"

@@ -266,7 +266,7 @@ def _report(a)->int:
     return EXIT_OK
 
 # %% ../nbs/08_cli.ipynb #ca421159
-ZOO_ACTIONS = ('list', 'path', 'build', 'build-offdefault', 'build-deep', 'card')
+ZOO_ACTIONS = ('list', 'path', 'build', 'build-offdefault', 'build-deep', 'build-gptoss', 'card')
 
 def _zoo(a)->int:
     "List or locate the zoo, or rebuild it (or one pair, or its card): builds train on the thread count every command chooses."
@@ -274,8 +274,8 @@ def _zoo(a)->int:
     from eagle3_workbench.target import zoo_root
     if a.action == 'path': print(zoo_root()); return EXIT_OK
     if a.action == 'list': print('\n'.join(card.zoo_listing())); return EXIT_OK
-    if bad := sorted(set(a.only or ()) - set(zoo.PAIRS) - set(zoo.DEEP)):
-        raise ValueError(f"--only {' '.join(bad)}: not a zoo target; expected some of {', '.join([*zoo.PAIRS, *zoo.DEEP])}")
+    if bad := sorted(set(a.only or ()) - set(zoo.PAIRS) - set(zoo.DEEP) - set(zoo.GPTOSS)):
+        raise ValueError(f"--only {' '.join(bad)}: not a zoo target; expected some of {', '.join([*zoo.PAIRS, *zoo.DEEP, *zoo.GPTOSS])}")
     from eagle3_workbench.threads import apply_threads
     apply_threads(None, a.threads)   # the zoo's models are narrow: one thread by the rule, unless --threads or $EAGLE3_THREADS say otherwise
     recipe, out = zoo.ZooRecipe.miniature() if a.quick else zoo.ZooRecipe(), Path(a.out) if a.out else zoo_root()
@@ -283,8 +283,8 @@ def _zoo(a)->int:
     elif a.action == 'build-offdefault':   # retrain the off-default draft against the target in --out, then rewrite the card
         zoo.build_offdefault_draft(a.out, recipe, steps=a.steps)
         card.write_card(out, keep_measured=True)   # the accept-length section measures the default pairs only
-    elif a.action == 'build-deep':   # train the 61-layer pair in a built zoo (its tokenizer and prompts), then rewrite the card
-        zoo.build_deep_pair(a.out, recipe)
+    elif a.action in ('build-deep', 'build-gptoss'):   # train the 61-layer or the GPT-OSS-shaped pair in a built zoo (its tokenizer and prompts)
+        (zoo.build_deep_pair if a.action == 'build-deep' else zoo.build_gptoss_pair)(a.out, recipe)
         card.write_card(out, keep_measured=True)
     else: card.write_card(out)
     return EXIT_OK

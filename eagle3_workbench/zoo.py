@@ -18,11 +18,12 @@ from .engines import from_resid
 from .teacher import aux_features, ttt_forward, agreement_per_window
 
 # %% auto #0
-__all__ = ['EOS', 'PAIRS', 'OFFDEFAULT', 'DEEP', 'DEEP_YARN', 'DEEP_HUB_KEYS', 'corpus_files', 'train_tokenizer', 'encode_files',
-           'target_configs', 'draft_config', 'train_target', 'vocab_mapping', 'target_features', 'train_draft',
-           'teacher_forced_agreement', 'wrong_wirings', 'heldout_windows', 'heldout_prompts', 'write_training_dump',
-           'ZooRecipe', 'ship_draft', 'build_pair', 'offdefault_resid', 'build_offdefault_draft', 'deep_target_config',
-           'deep_resid', 'build_deep_pair']
+__all__ = ['EOS', 'PAIRS', 'OFFDEFAULT', 'DEEP', 'DEEP_YARN', 'DEEP_HUB_KEYS', 'GPTOSS', 'GPTOSS_YARN', 'GPTOSS_WINDOW',
+           'corpus_files', 'train_tokenizer', 'encode_files', 'target_configs', 'draft_config', 'train_target',
+           'vocab_mapping', 'target_features', 'train_draft', 'teacher_forced_agreement', 'wrong_wirings',
+           'heldout_windows', 'heldout_prompts', 'write_training_dump', 'ZooRecipe', 'ship_draft', 'build_pair',
+           'offdefault_resid', 'build_offdefault_draft', 'deep_target_config', 'deep_resid', 'build_deep_pair',
+           'build_later_pair', 'gptoss_target_config', 'build_gptoss_pair']
 
 # %% ../nbs/01f_zoo.ipynb #d393faf6
 def corpus_files(limit:int|None=None, # keep only the first `limit` files (miniature builds)
@@ -77,12 +78,13 @@ def target_configs(vocab_size:int, quick=False)->dict:
 def draft_config(target_cfg, name:str, draft_vocab:int, convention:str, quick=False,
                  resid:tuple|None=None, # the resid layers the draft is trained on (default: the engines' default)
                  hidden:int|None=None, # the draft's hidden size (default: 128, 32 when quick)
+                 plain_rope:bool=False, # plain rope at theta 10000 whatever the target's (the public GPT-OSS drafts)
                 )->dict:
-    "The draft's config.json, with aux ids written in `convention` ('specforge' nested, or 'vllm' top level); rope as the target's."
+    "The draft's config.json, with aux ids written in `convention` ('specforge' nested, or 'vllm' top level); rope as the target's unless `plain_rope`."
     n = target_cfg.num_hidden_layers
     h = hidden or (32 if quick else 128)
-    rope = dict(getattr(target_cfg, 'rope_parameters', None) or {})
-    theta = rope.pop('rope_theta', getattr(target_cfg, 'rope_theta', 10000.0))
+    rope = {} if plain_rope else dict(getattr(target_cfg, 'rope_parameters', None) or {})
+    theta = rope.pop('rope_theta', 10000.0 if plain_rope else getattr(target_cfg, 'rope_theta', 10000.0))
     cfg = dict(architectures=['LlamaForCausalLMEagle3'], model_type='llama', hidden_size=h, intermediate_size=3*h,
                num_attention_heads=4, num_key_value_heads=2, head_dim=h//4, num_hidden_layers=1, hidden_act='silu',
                rms_norm_eps=1e-6, rope_theta=theta, max_position_embeddings=target_cfg.max_position_embeddings, tie_word_embeddings=False,
@@ -220,17 +222,17 @@ class ZooRecipe:
     quick: bool = False
     vocab_size: int = 2048
     draft_vocab: int = 1024
-    target_steps: dict = field(default_factory=lambda: {'tiny-dsv3': 420, 'tiny-llama': 240, 'deep-dsv3': 500})
-    draft_steps: dict = field(default_factory=lambda: {'tiny-dsv3': 700, 'tiny-llama': 240, 'deep-dsv3': 700})
+    target_steps: dict = field(default_factory=lambda: {'tiny-dsv3': 420, 'tiny-llama': 240, 'deep-dsv3': 500, 'tiny-gptoss': 500})
+    draft_steps: dict = field(default_factory=lambda: {'tiny-dsv3': 700, 'tiny-llama': 240, 'deep-dsv3': 700, 'tiny-gptoss': 700})
     ttt_steps: int = 4
     file_limit: int|None = None
-    target_batch: dict = field(default_factory=lambda: {'tiny-dsv3': 32, 'tiny-llama': 32, 'deep-dsv3': 16})   # sequences of 128 tokens per step
+    target_batch: dict = field(default_factory=lambda: {'tiny-dsv3': 32, 'tiny-llama': 32, 'deep-dsv3': 16, 'tiny-gptoss': 32})   # sequences of 128 tokens per step
 
     @classmethod
     def miniature(cls):
         "A seconds-long build through the same code path (for CI)."
-        return cls(quick=True, vocab_size=300, draft_vocab=128, target_steps={'tiny-dsv3': 3, 'tiny-llama': 3, 'deep-dsv3': 3},
-                   draft_steps={'tiny-dsv3': 3, 'tiny-llama': 3, 'deep-dsv3': 3}, ttt_steps=2, file_limit=25)
+        return cls(quick=True, vocab_size=300, draft_vocab=128, target_steps={'tiny-dsv3': 3, 'tiny-llama': 3, 'deep-dsv3': 3, 'tiny-gptoss': 3},
+                   draft_steps={'tiny-dsv3': 3, 'tiny-llama': 3, 'deep-dsv3': 3, 'tiny-gptoss': 3}, ttt_steps=2, file_limit=25)
 
 # %% ../nbs/01f_zoo.ipynb #3049818b
 PAIRS = {'tiny-dsv3': ('tiny-dsv3-eagle3', 'specforge'), 'tiny-llama': ('tiny-llama-eagle3', 'vllm')}
@@ -339,12 +341,12 @@ def deep_resid(n_layers:int)->tuple:
     "resid[3, N//2 + 1, N - 2]: what SGLang 0.5.6 feeds for the ids [2, N//2, N - 3] (it reads id k as resid[k + 1]); (3, 31, 59) at N = 61."
     return tuple(k + 1 for k in default_resid_layers(n_layers))
 
-def _hub_style(folder:Path):
-    "Add DeepSeek-V3's hub spelling to a saved config.json: rope_theta and rope_scaling {type: yarn, ...}, and the keys SGLang reads."
+def _hub_style(folder:Path, keys:dict, type_key:str):
+    "Add a release's hub spelling to a saved config.json: rope_theta and rope_scaling {type_key: yarn, ...}, and `keys`."
     f = Path(folder)/'config.json'
     c = json.loads(f.read_text())
     rope = dict(c['rope_parameters'])
-    c.update(rope_theta=rope.pop('rope_theta'), rope_scaling=dict(type=rope.pop('rope_type'), **rope), **DEEP_HUB_KEYS)
+    c.update(rope_theta=rope.pop('rope_theta'), rope_scaling={type_key: rope.pop('rope_type'), **rope}, **keys)
     f.write_text(json.dumps(c, indent=2, sort_keys=True) + '\n')
 
 def build_deep_pair(out=None, # the zoo folder (its tiny-dsv3 gives the tokenizer, prompts.jsonl the prompts); default: the package's zoo_data
@@ -354,8 +356,24 @@ def build_deep_pair(out=None, # the zoo folder (its tiny-dsv3 gives the tokenize
                     tok=None, # the zoo's tokenizer (`build_zoo` passes the one it trained); default: tiny-dsv3's in `out`
                    )->dict:
     "Train the 61-layer target and its draft on `deep_resid(61)`, save both in bf16 and measure them as shipped; returns their logs."
-    from transformers import AutoModelForCausalLM
     if name not in DEEP: raise ValueError(f"name={name!r}: expected one of {list(DEEP)}")
+    return build_later_pair(out, recipe, name, DEEP[name], deep_target_config, deep_resid, (DEEP_HUB_KEYS, 'type'),
+                            in_whole_build=in_whole_build, tok=tok)
+
+# %% ../nbs/01f_zoo.ipynb #3c7e14cc
+def build_later_pair(out, # the zoo folder (its tiny-dsv3 gives the tokenizer, prompts.jsonl the prompts); None: the package's zoo_data
+                     recipe:ZooRecipe|None, # sizes and steps; None: the full recipe
+                     name:str, # the target's name (a key of the recipe's step tables)
+                     draft:tuple, # (the draft's name, its config's convention)
+                     config, # (vocab_size, quick) -> the target's transformers config
+                     resid, # n_layers -> the resid layers the draft is trained on
+                     hub:tuple, # (extra config keys, rope_scaling's type key) of the release's hub spelling
+                     plain_rope:bool=False, # the draft's rope plain (theta 10000), not the target's (`draft_config`)
+                     in_whole_build:bool=False, # True when `build_zoo` calls it
+                     tok=None, # the zoo's tokenizer; default: tiny-dsv3's in `out`
+                    )->dict:
+    "Train a target and its draft against a built zoo, save both in bf16, measure them as shipped; returns their logs."
+    from transformers import AutoModelForCausalLM
     recipe, out, t0 = recipe or ZooRecipe(), Path(out) if out else zoo_root(), time.perf_counter()
     need = [out/'prompts.jsonl', out/'corpus.json'] + ([] if tok is not None else [out/'tiny-dsv3'/'tokenizer.json'])
     if missing := [str(p) for p in need if not p.exists()]:
@@ -368,17 +386,17 @@ def build_deep_pair(out=None, # the zoo folder (its tiny-dsv3 gives the tokenize
     d2t, t2d = vocab_mapping(train_ids, len(tok), recipe.draft_vocab)   # the sibling drafts' vocabulary
     windows = heldout_windows(held_ids, 8 if recipe.quick else 64, 64 if recipe.quick else 128)
     prompts = [json.loads(l)['prompt'] for l in (out/'prompts.jsonl').read_text().splitlines()]
-    tcfg, tdir = deep_target_config(len(tok), recipe.quick), out/name
+    tcfg, tdir = config(len(tok), recipe.quick), out/name
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(tcfg, attn_implementation='eager', experts_implementation='eager')
     tlog = train_target(model, train_ids, steps=recipe.target_steps[name], batch=recipe.target_batch[name], seed=0, desc=name)
-    model.to(torch.bfloat16).save_pretrained(tdir); tok.save_pretrained(tdir); _hub_style(tdir)
+    model.to(torch.bfloat16).save_pretrained(tdir); tok.save_pretrained(tdir); _hub_style(tdir, *hub)
     model, _ = load_target(tdir)   # the draft learns from the target as shipped (bf16 weights, fp32 compute)
     _save_log(tdir, tlog)
-    dname, convention = DEEP[name]
-    resid = deep_resid(tcfg.num_hidden_layers)
-    dcfg = draft_config(tcfg, dname, recipe.draft_vocab, convention, recipe.quick, resid=resid, hidden=tcfg.hidden_size)
-    dlog = ship_draft(model, tok, out, dname, dcfg, convention, resid, train_ids, windows, prompts, d2t, t2d,
+    (dname, convention), layers = draft, resid(tcfg.num_hidden_layers)
+    dcfg = draft_config(tcfg, dname, recipe.draft_vocab, convention, recipe.quick, resid=layers, hidden=tcfg.hidden_size,
+                        plain_rope=plain_rope)
+    dlog = ship_draft(model, tok, out, dname, dcfg, convention, layers, train_ids, windows, prompts, d2t, t2d,
                       recipe.draft_steps[name], recipe.ttt_steps, dump=False)
     dlog.update(target=name, in_whole_build=in_whole_build, build_seconds=round(time.perf_counter() - t0, 1))
     _save_log(out/dname, dlog)
@@ -386,3 +404,30 @@ def build_deep_pair(out=None, # the zoo folder (its tiny-dsv3 gives the tokenize
     for k in ('target_steps', 'draft_steps', 'target_batch'): c['recipe'].setdefault(k, {})[name] = getattr(recipe, k)[name]
     (out/'corpus.json').write_text(json.dumps(c, indent=1))
     return {name: tlog, dname: dlog}
+
+# %% ../nbs/01f_zoo.ipynb #b78b1d18
+GPTOSS = {'tiny-gptoss': ('tiny-gptoss-eagle3', 'specforge')}   # the sliding-window target -> (its draft, the draft config's convention)
+GPTOSS_YARN = dict(factor=32.0, original_max_position_embeddings=128, beta_fast=32.0, beta_slow=1.0, truncate=False)
+GPTOSS_WINDOW = 32   # tokens a sliding layer sees: fewer than a zoo prompt and its continuation
+
+def gptoss_target_config(vocab_size:int, quick=False):
+    "GPT-OSS's shape at hidden 128: 8 layers alternating a 32-token window with full attention, sinks, MoE (4 experts, top 2), YaRN (hidden 32 when quick)."
+    from transformers import GptOssConfig
+    h, n = 32 if quick else 128, 8
+    return GptOssConfig(vocab_size=vocab_size, hidden_size=h, intermediate_size=h, num_hidden_layers=n, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=h//4, num_local_experts=4, num_experts_per_tok=2, sliding_window=GPTOSS_WINDOW,
+        layer_types=['sliding_attention', 'full_attention'] * (n // 2),
+        max_position_embeddings=int(GPTOSS_YARN['factor'] * GPTOSS_YARN['original_max_position_embeddings']),
+        rope_parameters=dict(rope_type='yarn', rope_theta=150000.0, **GPTOSS_YARN),
+        tie_word_embeddings=False, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+
+def build_gptoss_pair(out=None, # the zoo folder (its tiny-dsv3 gives the tokenizer, prompts.jsonl the prompts); default: the package's zoo_data
+                      recipe:ZooRecipe|None=None, # sizes and steps; default: the full recipe
+                      name:str='tiny-gptoss', # a key of `GPTOSS`
+                      in_whole_build:bool=False, # True when `build_zoo` calls it
+                      tok=None, # the zoo's tokenizer (`build_zoo` passes the one it trained); default: tiny-dsv3's in `out`
+                     )->dict:
+    "Train the GPT-OSS-shaped target and its draft on the default resid[2, 4, 5], save both in bf16 and measure them as shipped."
+    if name not in GPTOSS: raise ValueError(f"name={name!r}: expected one of {list(GPTOSS)}")
+    return build_later_pair(out, recipe, name, GPTOSS[name], gptoss_target_config, default_resid_layers, ({}, 'rope_type'),
+                            plain_rope=True, in_whole_build=in_whole_build, tok=tok)
