@@ -22,8 +22,8 @@ __all__ = ['EOS', 'PAIRS', 'OFFDEFAULT', 'DEEP', 'DEEP_YARN', 'DEEP_HUB_KEYS', '
            'corpus_files', 'train_tokenizer', 'encode_files', 'target_configs', 'draft_config', 'train_target',
            'vocab_mapping', 'target_features', 'train_draft', 'teacher_forced_agreement', 'wrong_wirings',
            'heldout_windows', 'heldout_prompts', 'write_training_dump', 'ZooRecipe', 'ship_draft', 'build_pair',
-           'offdefault_resid', 'build_offdefault_draft', 'deep_target_config', 'deep_resid', 'build_deep_pair',
-           'build_later_pair', 'gptoss_target_config', 'build_gptoss_pair']
+           'offdefault_resid', 'build_offdefault_draft', 'build_later_pair', 'deep_target_config', 'deep_resid',
+           'build_deep_pair', 'gptoss_target_config', 'build_gptoss_pair']
 
 # %% ../nbs/01f_zoo.ipynb #d393faf6
 def corpus_files(limit:int|None=None, # keep only the first `limit` files (miniature builds)
@@ -319,28 +319,7 @@ def build_offdefault_draft(out=None, # the zoo folder holding the trained target
     _save_log(out/name, log)
     return log
 
-# %% ../nbs/01f_zoo.ipynb #a7b11ca2
-DEEP = {'deep-dsv3': ('deep-dsv3-eagle3', 'specforge')}   # the 61-layer target -> (its draft, the draft config's convention)
-DEEP_YARN = dict(factor=40.0, original_max_position_embeddings=128, beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0)
-# DeepSeek-V3 hub keys transformers 5 does not write; SGLang's deepseek_v2.py reads moe_layer_freq (AttributeError without it)
-DEEP_HUB_KEYS = dict(moe_layer_freq=1, scoring_func='sigmoid', topk_method='noaux_tc', ep_size=1, aux_loss_alpha=0.001, seq_aux=True)
-
-def deep_target_config(vocab_size:int, quick=False):
-    "DeepSeek-V3's shape at 61 layers and hidden 64: MLA with q and kv low rank, MoE after three dense layers, YaRN (13 layers, hidden 32 when quick)."
-    from transformers import DeepseekV3Config
-    h, n = (32, 13) if quick else (64, 61)
-    return DeepseekV3Config(vocab_size=vocab_size, hidden_size=h, intermediate_size=2*h, moe_intermediate_size=h//4,
-        num_hidden_layers=n, num_attention_heads=2, num_key_value_heads=2, n_shared_experts=1, n_routed_experts=4,
-        num_experts_per_tok=2, first_k_dense_replace=3, n_group=1, topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5,
-        q_lora_rank=h//2, kv_lora_rank=h//2, qk_rope_head_dim=h//4, qk_nope_head_dim=h//4, v_head_dim=h//4, rope_interleave=True,
-        max_position_embeddings=int(DEEP_YARN['factor'] * DEEP_YARN['original_max_position_embeddings']),
-        rope_parameters=dict(rope_type='yarn', rope_theta=10000.0, **DEEP_YARN), num_nextn_predict_layers=0,
-        tie_word_embeddings=False, bos_token_id=0, eos_token_id=0, pad_token_id=0)
-
-def deep_resid(n_layers:int)->tuple:
-    "resid[3, N//2 + 1, N - 2]: what SGLang 0.5.6 feeds for the ids [2, N//2, N - 3] (it reads id k as resid[k + 1]); (3, 31, 59) at N = 61."
-    return tuple(k + 1 for k in default_resid_layers(n_layers))
-
+# %% ../nbs/01f_zoo.ipynb #3c7e14cc
 def _hub_style(folder:Path, keys:dict, type_key:str):
     "Add a release's hub spelling to a saved config.json: rope_theta and rope_scaling {type_key: yarn, ...}, and `keys`."
     f = Path(folder)/'config.json'
@@ -349,18 +328,6 @@ def _hub_style(folder:Path, keys:dict, type_key:str):
     c.update(rope_theta=rope.pop('rope_theta'), rope_scaling={type_key: rope.pop('rope_type'), **rope}, **keys)
     f.write_text(json.dumps(c, indent=2, sort_keys=True) + '\n')
 
-def build_deep_pair(out=None, # the zoo folder (its tiny-dsv3 gives the tokenizer, prompts.jsonl the prompts); default: the package's zoo_data
-                    recipe:ZooRecipe|None=None, # sizes and steps; default: the full recipe
-                    name:str='deep-dsv3', # a key of `DEEP`
-                    in_whole_build:bool=False, # True when `build_zoo` calls it
-                    tok=None, # the zoo's tokenizer (`build_zoo` passes the one it trained); default: tiny-dsv3's in `out`
-                   )->dict:
-    "Train the 61-layer target and its draft on `deep_resid(61)`, save both in bf16 and measure them as shipped; returns their logs."
-    if name not in DEEP: raise ValueError(f"name={name!r}: expected one of {list(DEEP)}")
-    return build_later_pair(out, recipe, name, DEEP[name], deep_target_config, deep_resid, (DEEP_HUB_KEYS, 'type'),
-                            in_whole_build=in_whole_build, tok=tok)
-
-# %% ../nbs/01f_zoo.ipynb #3c7e14cc
 def build_later_pair(out, # the zoo folder (its tiny-dsv3 gives the tokenizer, prompts.jsonl the prompts); None: the package's zoo_data
                      recipe:ZooRecipe|None, # sizes and steps; None: the full recipe
                      name:str, # the target's name (a key of the recipe's step tables)
@@ -404,6 +371,39 @@ def build_later_pair(out, # the zoo folder (its tiny-dsv3 gives the tokenizer, p
     for k in ('target_steps', 'draft_steps', 'target_batch'): c['recipe'].setdefault(k, {})[name] = getattr(recipe, k)[name]
     (out/'corpus.json').write_text(json.dumps(c, indent=1))
     return {name: tlog, dname: dlog}
+
+# %% ../nbs/01f_zoo.ipynb #a7b11ca2
+DEEP = {'deep-dsv3': ('deep-dsv3-eagle3', 'specforge')}   # the 61-layer target -> (its draft, the draft config's convention)
+DEEP_YARN = dict(factor=40.0, original_max_position_embeddings=128, beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0)
+# DeepSeek-V3 hub keys transformers 5 does not write; SGLang's deepseek_v2.py reads moe_layer_freq (AttributeError without it)
+DEEP_HUB_KEYS = dict(moe_layer_freq=1, scoring_func='sigmoid', topk_method='noaux_tc', ep_size=1, aux_loss_alpha=0.001, seq_aux=True)
+
+def deep_target_config(vocab_size:int, quick=False):
+    "DeepSeek-V3's shape at 61 layers and hidden 64: MLA with q and kv low rank, MoE after three dense layers, YaRN (13 layers, hidden 32 when quick)."
+    from transformers import DeepseekV3Config
+    h, n = (32, 13) if quick else (64, 61)
+    return DeepseekV3Config(vocab_size=vocab_size, hidden_size=h, intermediate_size=2*h, moe_intermediate_size=h//4,
+        num_hidden_layers=n, num_attention_heads=2, num_key_value_heads=2, n_shared_experts=1, n_routed_experts=4,
+        num_experts_per_tok=2, first_k_dense_replace=3, n_group=1, topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5,
+        q_lora_rank=h//2, kv_lora_rank=h//2, qk_rope_head_dim=h//4, qk_nope_head_dim=h//4, v_head_dim=h//4, rope_interleave=True,
+        max_position_embeddings=int(DEEP_YARN['factor'] * DEEP_YARN['original_max_position_embeddings']),
+        rope_parameters=dict(rope_type='yarn', rope_theta=10000.0, **DEEP_YARN), num_nextn_predict_layers=0,
+        tie_word_embeddings=False, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+
+def deep_resid(n_layers:int)->tuple:
+    "resid[3, N//2 + 1, N - 2]: what SGLang 0.5.6 feeds for the ids [2, N//2, N - 3] (it reads id k as resid[k + 1]); (3, 31, 59) at N = 61."
+    return tuple(k + 1 for k in default_resid_layers(n_layers))
+
+def build_deep_pair(out=None, # the zoo folder (its tiny-dsv3 gives the tokenizer, prompts.jsonl the prompts); default: the package's zoo_data
+                    recipe:ZooRecipe|None=None, # sizes and steps; default: the full recipe
+                    name:str='deep-dsv3', # a key of `DEEP`
+                    in_whole_build:bool=False, # True when `build_zoo` calls it
+                    tok=None, # the zoo's tokenizer (`build_zoo` passes the one it trained); default: tiny-dsv3's in `out`
+                   )->dict:
+    "Train the 61-layer target and its draft on `deep_resid(61)`, save both in bf16 and measure them as shipped; returns their logs."
+    if name not in DEEP: raise ValueError(f"name={name!r}: expected one of {list(DEEP)}")
+    return build_later_pair(out, recipe, name, DEEP[name], deep_target_config, deep_resid, (DEEP_HUB_KEYS, 'type'),
+                            in_whole_build=in_whole_build, tok=tok)
 
 # %% ../nbs/01f_zoo.ipynb #b78b1d18
 GPTOSS = {'tiny-gptoss': ('tiny-gptoss-eagle3', 'specforge')}   # the sliding-window target -> (its draft, the draft config's convention)
