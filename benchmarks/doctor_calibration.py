@@ -16,7 +16,8 @@ SIZES = (2, 4, 8, 16, 32, 64)     # prompts per subset
 # name -> (target, draft, the layers the draft was trained on, from its zoo card: not read from its config, which
 # SGLang's PR #25454 rule misreads for the off-default draft)
 PAIRS = {'tiny-dsv3': ('zoo:tiny-dsv3', 'zoo:tiny-dsv3-eagle3', (2, 6, 9)), 'tiny-llama': ('zoo:tiny-llama', 'zoo:tiny-llama-eagle3', (2, 5, 7)),
-         'tiny-dsv3-offdefault': ('zoo:tiny-dsv3', 'zoo:tiny-dsv3-eagle3-offdefault', (4, 9, 11))}
+         'tiny-dsv3-offdefault': ('zoo:tiny-dsv3', 'zoo:tiny-dsv3-eagle3-offdefault', (4, 9, 11)),
+         'tiny-gptoss': ('zoo:tiny-gptoss', 'zoo:tiny-gptoss-eagle3', (2, 4, 5))}
 OUT = Path(__file__).parent/'results'
 
 def faults(trained:tuple, n:int)->dict:

@@ -2,7 +2,7 @@
 
     python benchmarks/zoo_quality.py [--prompts 24] [--tokens 32]
 
-Greedy chain drafting, speculative_num_steps 5, top-k 1, on both zoo pairs, for the trained wiring and the wrong
+Greedy chain drafting, speculative_num_steps 5, top-k 1, on the zoo's default-layer pairs (the GPT-OSS-shaped one too), for the trained wiring and the wrong
 wirings of the calibration list; every run is also checked lossless against target-only greedy decoding.
 """
 import argparse, re, time
@@ -10,7 +10,7 @@ from eagle3_workbench.loading import load_pair
 from eagle3_workbench.target import zoo_root
 from eagle3_workbench.engine import run_prompts
 from eagle3_workbench.prompts import read_prompts
-from eagle3_workbench.zoo import wrong_wirings
+from eagle3_workbench.zoo import wrong_wirings, PAIRS, GPTOSS
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -21,7 +21,7 @@ def main():
          f"Greedy chain drafting (speculative_num_steps 5, top-k 1), {len(prompts)} held-out prompts x {a.tokens} new tokens; "
          'accept length counts the bonus token (SGLang\'s definition), 95% bootstrap interval over prompts; '
          'per-position acceptance as vLLM reports it. Measured by `benchmarks/zoo_quality.py`.', '']
-    for name in ('tiny-dsv3', 'tiny-llama'):
+    for name in [*PAIRS, *GPTOSS]:
         pair = load_pair(f'zoo:{name}')
         L += [f"### {name}", '', '| wiring | resid fed | accept length (95% CI) | per-position acceptance | lossless |', '|---|---|---|---|---|']
         for label, w in wrong_wirings(pair.wiring.resid_layers).items():
