@@ -9,10 +9,11 @@ from .conventions import read_aux_ids, default_resid_layers
 from .engines import Engine
 from .wiring import engine_readings, disagreements, resolve_wiring
 from .findings import Finding
+from .stats import holm_threshold
 from .variants import variant_problems
 
 # %% auto #0
-__all__ = ['top_resid', 'static_findings', 'embedding_fed']
+__all__ = ['ROPE_CODES', 'top_resid', 'static_findings', 'embedding_fed', 'rope_measured']
 
 # %% ../nbs/04a_checks.ipynb #7074498b
 def _vocab_findings(draft)->list:
@@ -135,3 +136,19 @@ def embedding_fed(who:str, fed:tuple, why:str='')->Finding:
     "AUX_EMBEDDING_CAPTURED: `who` feeds resid[0] in some chunk."
     return Finding('AUX_EMBEDDING_CAPTURED', 'error', f"{who} feeds resid[0], the token embedding, in chunk {fed.index(0)}: resid{list(fed)}{why}",
                    dict(fed=list(fed)))
+
+# %% ../nbs/04a_checks.ipynb #3515a6f7
+ROPE_CODES = ('ROPE_MISMATCH', 'ROPE_SCALING_MISMATCH')
+
+def rope_measured(findings:list, # the static findings
+                  impact:dict|None, # `search.rope_impact`: what the target's rope gains over the draft's own, paired
+                 )->list:
+    "The rope findings settled by measurement: error where the target's rope fits surely better, info where surely worse."
+    if impact is None: return findings
+    g, (lo, hi), z, z1 = impact['gain'], impact['ci'], impact['z'], holm_threshold(1)
+    said = (f"computing with the target's rope the draft fits {g:+.4f} nats/token (95% CI [{lo:+.4f}, {hi:+.4f}], z {z:.1f}, "
+            f"{impact['prompts']} prompts), agreement {impact['agreement']:.3f} -> {impact['agreement_target_rope']:.3f}")
+    if z > z1: sev, say = 'error', f"; measured: {said}: it was trained with the target's rope; write the target's rope into the draft config"
+    elif z < -z1: sev, say = 'info', f"; as trained, measured: {said}: the draft was trained with its own rope, nothing to change"
+    else: sev, say = 'warning', f"; these prompts cannot tell ({said})"
+    return [Finding(f.code, sev, f.message + say, dict(f.evidence, measured=impact)) if f.code in ROPE_CODES else f for f in findings]

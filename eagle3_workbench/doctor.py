@@ -14,7 +14,7 @@ from .engines import Engine
 from .wiring import engine_readings
 from .findings import Finding, DRAFT_FAULTS
 from .variants import computing, trained_math
-from .checks import static_findings, top_resid, embedding_fed
+from .checks import static_findings, top_resid, embedding_fed, rope_measured, ROPE_CODES
 from .capture import Capture
 from .chunks import match_chunks
 from .sglang.compare import wrong_tensor_from_capture
@@ -26,7 +26,7 @@ from .prompts import check_prompts, read_prompts
 from .stats import holm_threshold, paired_gain, ALPHA
 from .accepts import accept_lengths
 from .scores import target_pass, recorded_prompts
-from .search import (variant_impact, Sweep, wiring_sweep, seeds_sweep, sweep_rows, enough_evidence,
+from .search import (variant_impact, rope_impact, Sweep, wiring_sweep, seeds_sweep, sweep_rows, enough_evidence,
                                      MIN_PROMPTS, MIN_TOKENS, agreement_table,
                                      AgreementTable, screen_prompts)
 from .target import target_parts
@@ -473,6 +473,8 @@ def diagnose(pair, # a loaded `Pair`
         resid = recommended_wiring(ev)   # the wiring to recommend, measured next
         ev.embedding = _embedding_choice(pair, table, resid, engine)
         ev.norm = _norm_placement(table, resid)
+        if resid and any(f.code in ROPE_CODES for f in ev.findings):   # the rope the draft was trained with, measured
+            ev.findings = rope_measured(ev.findings, rope_impact(table, pair.target.config, resid))
         if not any(f.code == 'VOCAB_MAP_INVALID' for f in ev.findings):
             ev.nonfinite = _nonfinite(pair, rec.tokens(seqs[0])[:rec.prompt_len(seqs[0])].tolist(), resid)
             if accept and not ev.nonfinite:

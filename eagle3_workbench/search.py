@@ -5,7 +5,7 @@
 # %% ../nbs/04_search.ipynb #5e0a1c04
 from __future__ import annotations
 import itertools, math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 from .draft import DraftCache
@@ -14,12 +14,13 @@ from .recording import Recording
 from .scores import kept_scores, read_kept, keep_scores
 from .stats import (paired_change, paired_gain, beats, tied, holm_threshold, tokens_to_separate, ALPHA,
                                     race_blocks, race_survivors, clustered_se)
-from .variants import served_draft
+from .variants import served_draft, computing
 
 # %% auto #0
 __all__ = ['MIN_PROMPTS', 'MIN_TOKENS', 'EXHAUSTIVE_LIMIT', 'STARTS', 'PASSES', 'STRIDE', 'RADIUS', 'SCREEN_FROM', 'FINALISTS',
            'RACE_FROM_WIDTH', 'AgreementTable', 'agreement_table', 'screen_prompts', 'search_wirings', 'Race', 'Sweep',
-           'wiring_sweep', 'seeds_sweep', 'enough_evidence', 'sweep_rows', 'variant_impact']
+           'wiring_sweep', 'seeds_sweep', 'enough_evidence', 'sweep_rows', 'variant_impact', 'target_rope',
+           'rope_impact']
 
 # %% ../nbs/04_search.ipynb #b5f000d8
 class AgreementTable:
@@ -418,3 +419,29 @@ def variant_impact(table:AgreementTable, engine, # the table of the draft as tra
     return dict(steps=steps, prompts=len(pos), tokens=int(pos[:, 0].sum()), as_trained=round(rate(a), 4), as_served=round(rate(b), 4),
                 difference=round(est, 4), ci=[round(lo, 4), round(hi, 4)],
                 per_step=[round(float((b - a)[:, k].sum() / pos[:, k].sum().clamp_min(1)), 4) for k in range(steps)], changes=changes)
+
+# %% ../nbs/04_search.ipynb #97d50264
+def target_rope(config, # the target's transformers config (a composite config: its language model's rope)
+               )->tuple: # (rope_theta or None, the scaling as `DraftConfig.rope_scaling` holds it, None for plain rope)
+    "The target's rope, as a draft would compute it in its place."
+    t = config.get_text_config()
+    s = dict(getattr(t, 'rope_parameters', None) or getattr(t, 'rope_scaling', None) or {})
+    theta, kind = s.pop('rope_theta', getattr(t, 'rope_theta', None)), s.pop('rope_type', s.pop('type', 'default'))
+    if kind in ('default', 'mrope') or 'mrope_section' in s: return theta, None
+    if kind == 'yarn': s = {'mscale': 1.0, 'mscale_all_dim': 0.0, **s}   # without them, transformers' factor 0.1 ln(factor) + 1
+    return theta, {'rope_type': kind, **s}
+
+def rope_impact(table:AgreementTable, # the table of the draft as configured
+                config, # the target's transformers config
+                wiring)->dict|None: # None: the target's config names no rope_theta
+    "The draft's fit as configured and computing with the target's rope in its place, same prompts and wiring, paired."
+    theta, scaling = target_rope(config)
+    if theta is None: return None
+    c = table.draft.config
+    other, _ = computing(table.draft, replace(c, rope_theta=float(theta), rope_scaling=scaling))
+    (fa, ha), (fb, hb) = table.score(wiring), AgreementTable(table.rec, other, table.seqs).score(wiring)
+    g, se, z = (float(x) for x in paired_gain(fb, fa, table.positions))   # what the target's rope gains
+    n = float(table.positions.sum())
+    return dict(gain=round(g, 4), ci=[round(g - 1.96 * se, 4), round(g + 1.96 * se, 4)], z=round(z, 2), prompts=len(table.positions),
+                tokens=int(n), agreement=round(float(ha.sum()) / n, 4), agreement_target_rope=round(float(hb.sum()) / n, 4),
+                target=dict(rope_theta=theta, rope_scaling=scaling), threshold_z=round(holm_threshold(1), 3))

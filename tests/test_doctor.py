@@ -241,6 +241,16 @@ def test_rope_scaling_mismatch(tmp_path):
     assert 'ROPE_SCALING_MISMATCH' not in codes and 'ROPE_MISMATCH' not in codes
     assert 'ROPE_SCALING_MISMATCH' in {f.code for f in checks.static_findings(planted(target=str(t)))[0]}   # the draft unscaled
 
+def test_rope_measured_trained_with_the_targets():
+    "The zoo draft trained with its target's rope (theta 10,000), configured with theta 500,000: measured, the target's rope fits it "
+    "surely better, so the finding is an error and the verdict miswired; the unplanted draft has no rope finding at all."
+    d = diagnose(planted(lambda c: c.update(rope_theta=500000.0)), ZOO[:16], accept=False)
+    f = next(f for f in d.findings if f.code == 'ROPE_MISMATCH')
+    m = f.evidence['measured']
+    assert f.severity == 'error' and d.verdict == 'miswired' and m['z'] > m['threshold_z'] and m['agreement_target_rope'] > m['agreement'], f
+    assert m['target'] == dict(rope_theta=10000.0, rope_scaling=None) and "write the target's rope" in f.message
+    assert not {"ROPE_MISMATCH", "ROPE_SCALING_MISMATCH"} & set(diagnose(pair_of("tiny-dsv3"), ZOO[:16], accept=False).codes)
+
 @pytest.mark.parametrize('engine, reachable', [('vllm==0.33.0', True), ('vllm==0.18.0', False), ('sglang==0.5.20', False)])
 def test_aux_unreachable_only_where_the_release_cannot_capture(engine, reachable):
     "Top-level ids [2, 6, 12] (resid[N] for vLLM's verbatim reading): vLLM captures resid[N] since PR #36063; older vLLM and SGLang do not."

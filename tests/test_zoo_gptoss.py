@@ -104,6 +104,11 @@ def test_engine_readings_of_gpt_oss_py(pair):
 def test_doctor_ok_as_configured_and_names_the_planted_fault(pair):
     ok = diagnose(pair, accept=False)
     assert ok.configured == list(TRAINED) and ok.verdict == 'ok', str(ok)
+    # the draft's plain rope at 10,000 beside the target's YaRN at 150,000 is how it was trained: measured, info, not a warning
+    rope = {f.code: f for f in ok.findings if f.code in ('ROPE_MISMATCH', 'ROPE_SCALING_MISMATCH')}
+    assert set(rope) == {'ROPE_MISMATCH', 'ROPE_SCALING_MISMATCH'} and all(f.severity == 'info' for f in rope.values()), str(ok)
+    m = rope['ROPE_MISMATCH'].evidence['measured']
+    assert m['z'] < -m['threshold_z'] and m['agreement_target_rope'] < m['agreement'], m
     bad = diagnose(pair, wiring=PLANTED, accept=False)
     assert bad.verdict == 'miswired' and 'AUX_EMBEDDING_CAPTURED' in bad.codes, str(bad)
     assert bad.recommended['resid_layers'] == list(TRAINED)
