@@ -434,9 +434,10 @@ class Verify(NamedTuple):
     engine: str        # the engine's family
     since: str         # the first release read that does this (it holds until the next row of the engine)
     greedy_on: tuple   # devices (SGLang's `device` argument, 'hip' for a ROCm build) on which verify is argmax for every request
-    unless: str|None   # a settings key (`SETTINGS_NAMES`) that, when true, keeps sampling on the 'hip' device
+    unless: str|None   # a settings key (`SETTINGS_NAMES`) that, when true, keeps sampling on the devices `unless_on`
     logged: str|None   # the log text that says the fallback happened; None: silent
     source: str        # file:lines in the release and what the code does
+    unless_on: tuple = ()   # the devices of `greedy_on` on which `unless` keeps sampling
 
 _SP = 'srt/speculative'
 VERIFY_ROWS = (
@@ -449,7 +450,7 @@ VERIFY_ROWS = (
            f"{_SP}/eagle_utils.py:723: argmax when is_all_greedy or _is_cpu or _is_npu or _is_hip or _is_xpu; no warning"),
     Verify(SGLANG, '0.5.23', ('cpu', 'hip', 'xpu'), 'rejection_sampling', None,
            f"{_SP}/eagle_utils.py:485-500 (_verify_uses_greedy), called at 639-647: argmax on CPU, XPU, and HIP unless "
-           "speculative_use_rejection_sampling (its Triton chain sampler); no warning"),
+           "speculative_use_rejection_sampling (its Triton chain sampler); no warning", unless_on=('hip',)),
     Verify(VLLM, '0.32.0', (), None, None, "v1/sample/rejection_sampler.py:451-483: greedy only for requests at temperature 0 "
            "(is_greedy per request), the others rejection-sampled on every platform"),
 )

@@ -39,7 +39,7 @@ def verify_greedy(observed:Observed, # what the deployment printed: its engine, 
     stated = observed.release.title if observed.release else f"{FAMILIES[eng.family].title} (release not stated: every release read)"
     base = dict(device=dev, release=stated, sources=[r.source for r in rows], switch=next((SETTINGS_NAMES[r.unless][0] for r in rows if r.unless), None))
     if s.get('verify_fallback_logged'): return dict(base, shown='log', said=next(r.logged for r in VERIFY_ROWS if r.logged))
-    greedy = [dev in r.greedy_on and not (r.unless and s.get(r.unless) and dev == 'hip') for r in rows]
+    greedy = [dev in r.greedy_on and not (s.get(r.unless) and dev in r.unless_on) for r in rows]
     return dict(base, shown='settings') if rows and dev and all(greedy) else None
 
 def verify_note(observed:Observed)->str|None:
@@ -47,7 +47,7 @@ def verify_note(observed:Observed)->str|None:
     eng = observed.release or observed.engine
     if eng is None or observed.settings.get('device') != 'cuda': return None
     rows = [r for r in _verify_rows(observed.release or Engine.parse(eng.family)) if 'hip' in r.greedy_on]
-    if not rows or rows[-1].unless and observed.settings.get(rows[-1].unless): return None   # the switch on: ROCm samples too
+    if not rows or 'hip' in rows[-1].unless_on and observed.settings.get(rows[-1].unless): return None   # the switch on: ROCm samples too
     switch = f" unless {SETTINGS_NAMES[rows[-1].unless][0]}" if rows[-1].unless else ''
     return (f"device 'cuda' is a ROCm build's device too, where this release verifies sampled requests by argmax{switch} "
             f"({rows[-1].source}): the output does not say which build served")
