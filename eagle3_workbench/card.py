@@ -171,7 +171,7 @@ def _gptoss_section(log:dict, name:str, dname:str, conv:str)->list:
             f"over an original window of {r['original_max_position_embeddings']} tokens (max_position_embeddings {s['max_position_embeddings']}; "
             f"GPT-OSS: 32 x 4,096), beta_fast {r['beta_fast']:g}, beta_slow {r['beta_slow']:g}, truncate {str(r['truncate']).lower()}, rope theta "
             f"{s['rope_theta']:,.0f}. A zoo prompt and its continuation (about 110 tokens) outgrow the window, so a verify that drops it "
-            f"computes another target. The draft's ids {d['config_ids']} ({conv}'s \"output of layer\") are read by SGLang's gpt_oss.py "
+            f"computes another target. The draft's ids {d['config_ids']} ({conv} convention, \"output of layer\") are read by SGLang's gpt_oss.py "
             f"(largest id not the layer count: +1) as the layers it was trained on, resid{d['resid_layers']}, and by vLLM verbatim, one "
             "layer early; its rope is plain (theta 10,000), as in the public GPT-OSS drafts. Same tokenizer, corpus, draft vocabulary, "
             "seeds and draft steps as the other pairs.", '', _target_line(t), *_draft_lines(d, conv)]
