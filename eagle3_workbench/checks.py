@@ -148,7 +148,9 @@ def rope_measured(findings:list, # the static findings
     g, (lo, hi), z, z1 = impact['gain'], impact['ci'], impact['z'], holm_threshold(1)
     said = (f"computing with the target's rope the draft fits {g:+.4f} nats/token (95% CI [{lo:+.4f}, {hi:+.4f}], z {z:.1f}, "
             f"{impact['prompts']} prompts), agreement {impact['agreement']:.3f} -> {impact['agreement_target_rope']:.3f}")
-    if z > z1: sev, say = 'error', f"; measured: {said}: it was trained with the target's rope; write the target's rope into the draft config"
-    elif z < -z1: sev, say = 'info', f"; as trained, measured: {said}: the draft was trained with its own rope, nothing to change"
-    else: sev, say = 'warning', f"; these prompts cannot tell ({said})"
-    return [Finding(f.code, sev, f.message + say, dict(f.evidence, measured=impact)) if f.code in ROPE_CODES else f for f in findings]
+    if z > z1: sev, decided, say = 'error', 'the target rope', f"; measured: {said}: it was trained with the target's rope; write the target's rope into the draft config"
+    elif z < -z1: sev, decided, say = 'info', 'its own rope', f"; as trained, measured: {said}: the draft was trained with its own rope, nothing to change"
+    else: sev, decided, say = 'warning', None, "; these prompts cannot tell the two ropes apart (the measurement is in the evidence)"
+    # the evidence keeps the gain and its interval at the precision the fit has; z (a ratio of two small numbers) decided
+    kept = dict({k: v for k, v in impact.items() if k != 'z'}, trained_with=decided)
+    return [Finding(f.code, sev, f.message + say, dict(f.evidence, measured=kept)) if f.code in ROPE_CODES else f for f in findings]

@@ -247,7 +247,8 @@ def test_rope_measured_trained_with_the_targets():
     d = diagnose(planted(lambda c: c.update(rope_theta=500000.0)), ZOO[:16], accept=False)
     f = next(f for f in d.findings if f.code == 'ROPE_MISMATCH')
     m = f.evidence['measured']
-    assert f.severity == 'error' and d.verdict == 'miswired' and m['z'] > m['threshold_z'] and m['agreement_target_rope'] > m['agreement'], f
+    assert f.severity == 'error' and d.verdict == 'miswired' and m['trained_with'] == 'the target rope' and m['ci'][0] > 0, f
+    assert m['agreement_target_rope'] > m['agreement'], m
     assert m['target'] == dict(rope_theta=10000.0, rope_scaling=None) and "write the target's rope" in f.message
     assert not {"ROPE_MISMATCH", "ROPE_SCALING_MISMATCH"} & set(diagnose(pair_of("tiny-dsv3"), ZOO[:16], accept=False).codes)
 

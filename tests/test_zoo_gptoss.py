@@ -108,7 +108,7 @@ def test_doctor_ok_as_configured_and_names_the_planted_fault(pair):
     rope = {f.code: f for f in ok.findings if f.code in ('ROPE_MISMATCH', 'ROPE_SCALING_MISMATCH')}
     assert set(rope) == {'ROPE_MISMATCH', 'ROPE_SCALING_MISMATCH'} and all(f.severity == 'info' for f in rope.values()), str(ok)
     m = rope['ROPE_MISMATCH'].evidence['measured']
-    assert m['z'] < -m['threshold_z'] and m['agreement_target_rope'] < m['agreement'], m
+    assert m['trained_with'] == 'its own rope' and m['ci'][1] < 0 and m['agreement_target_rope'] < m['agreement'], m
     bad = diagnose(pair, wiring=PLANTED, accept=False)
     assert bad.verdict == 'miswired' and 'AUX_EMBEDDING_CAPTURED' in bad.codes, str(bad)
     assert bad.recommended['resid_layers'] == list(TRAINED)
