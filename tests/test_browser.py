@@ -94,12 +94,14 @@ def test_tutorial_runs_in_jupyterlab_and_stepper_steps(tmp_path, browser_ok):
                 pytest.fail('\n\n'.join(faults + [f"the last cell has no execution count: {s['prompts']}"]))
 
             # the doctor at a glance: a verdict badge, the config edit, the findings; its progress bar ended cleanly
-            # two diagnoses: the 12-layer pair's (section 5) and the 61-layer founding case's from a recording (section 7)
+            # three diagnoses: the 12-layer pair's (section 5), the 61-layer founding case's from a recording (section 7) and
+            # the GPT-OSS-shaped pair as vLLM 0.32 reads its config (section 9: vLLM's top-level ids to paste)
             verdict = page.locator('.e3-diagnosis .e3-verdict')
-            if [t.strip() for t in verdict.all_inner_texts()] != ['MISWIRED', 'MISWIRED']:
+            if [t.strip() for t in verdict.all_inner_texts()] != ['MISWIRED'] * 3:
                 faults.append(f"the doctor's displays show no MISWIRED badges: {verdict.all_inner_texts()}")
             edit = page.locator('.e3-diagnosis .e3-edit').all_inner_texts()
-            if len(edit) != 2 or '"eagle_aux_hidden_state_layer_ids": [1, 5, 8]' not in edit[0] or '[2, 30, 58]' not in edit[1]:
+            if (len(edit) != 3 or '"eagle_aux_hidden_state_layer_ids": [1, 5, 8]' not in edit[0] or '[2, 30, 58]' not in edit[1]
+                    or not edit[2].startswith('The edit for vLLM 0.32.0') or '"eagle_aux_hidden_state_layer_ids": [2, 4, 5]' not in edit[2]):
                 faults.append(f"the doctor's displays show no config edit to paste: {edit}")
             if page.locator('.e3-diagnosis').first.locator('.e3-findings tr').count() < 3: faults.append("the doctor's display lists no findings")
             if n := page.locator('.progress-bar-danger').count(): faults.append(f"{n} progress bar(s) ended red (danger)")
