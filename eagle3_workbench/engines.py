@@ -221,7 +221,8 @@ class Engine:
     def edit_field(self, model_type:str|None=None)->tuple: # (key, convention or None, field, name)
         "Where and how this engine reads the aux layer ids for a target, as a recommendation names it."
         e = self.for_target(model_type)
-        if e.key == SGLANG: e = Engine.named('sglang-legacy')   # its rule for this target is the +1 rule
+        if e.key == SGLANG and e.rules(model_type).convention == Engine.named('sglang-legacy').rules(model_type).convention:
+            e = Engine.named('sglang-legacy')   # its rule for this target is the +1 rule; a model file read otherwise now (gpt_oss.py) keeps the newest
         r = e.rules(model_type)
         who = "the EAGLE authors' code" if e.family == EAGLE else r.engine
         if r.reads is None: return (e.key, None, f"none: {who} ignores the config", r.engine)

@@ -345,6 +345,19 @@ def test_gpt_oss_boundaries(engine, fed, states):
     assert (f'the draft gets {states} states' in ' '.join(r.problems)) == (states < 3)
 
 
+def test_gpt_oss_recommendation_is_written_as_the_named_release_reads_it():
+    "A recommendation of resid[24, 30, 36] on a gpt_oss target: bare SGLang is its newest release, which keeps boundary ids "
+    "as written (gpt_oss.py), so it is named and written as that release reads them, and reading them back feeds the layers."
+    from eagle3_workbench.diagnosis import Recommendation
+    newest = Engine.parse('sglang')
+    e = Recommendation((24, 30, 36), 36, engine='sglang', model_type='gpt_oss').for_engine()
+    assert e == dict(engine='sglang', name=f'SGLang {newest.release}', field='eagle_config.eagle_aux_hidden_state_layer_ids', ids=[24, 30, 36])
+    cfg = {'eagle_config': {'eagle_aux_hidden_state_layer_ids': e['ids']}}
+    assert engine_reading(cfg, 36, 'sglang', 'gpt_oss').fed == (24, 30, 36) == engine_reading(cfg, 36, 'sglang==0.5.23', 'gpt_oss').fed
+    # on a llama.py target the +1 rule has not changed: the edit is named by the legacy row, as before
+    assert Recommendation((2, 18, 34), 36, engine='sglang', model_type='llama').for_engine()['name'] == 'SGLang before PR #25454'
+
+
 def test_gpt_oss_other_ids_still_add_one():
     # SpecForge's gpt-oss-120B draft [1, 17, 33]: largest id 33 != 36, so gpt_oss.py adds 1 as before
     assert engine_reading(load('specforge-gpt-oss-120B-eagle3.json'), 36, 'sglang', 'gpt_oss').fed == (2, 18, 34)

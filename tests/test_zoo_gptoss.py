@@ -13,6 +13,9 @@ from eagle3_workbench.doctor import diagnose
 from eagle3_workbench.stats import paired_change
 from eagle3_workbench.zoo import GPTOSS, GPTOSS_WINDOW, corpus_files, encode_files, heldout_windows, teacher_forced_agreement
 from eagle3_workbench.card import zoo_listing
+from eagle3_workbench.engines import Engine
+
+def engine_name(e): return f"SGLang {Engine.parse(e).release}"
 
 TRAINED = (2, 4, 5)        # the engines' default for 8 layers, what the draft was trained on
 PLANTED = (0, 4, 5)        # the embedding captured in place of the low layer
@@ -104,6 +107,7 @@ def test_engine_readings_of_gpt_oss_py(pair):
 def test_doctor_ok_as_configured_and_names_the_planted_fault(pair):
     ok = diagnose(pair, accept=False)
     assert ok.configured == list(TRAINED) and ok.verdict == 'ok', str(ok)
+    assert ok.recommended['for_engine']['name'] == engine_name('sglang') and ok.recommended['for_engine']['ids'] == [1, 3, 4]   # the newest release
     # the draft's plain rope at 10,000 beside the target's YaRN at 150,000 is how it was trained: measured, info, not a warning
     rope = {f.code: f for f in ok.findings if f.code in ('ROPE_MISMATCH', 'ROPE_SCALING_MISMATCH')}
     assert set(rope) == {'ROPE_MISMATCH', 'ROPE_SCALING_MISMATCH'} and all(f.severity == 'info' for f in rope.values()), str(ok)
