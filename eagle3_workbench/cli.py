@@ -270,9 +270,9 @@ ZOO_ACTIONS = ('list', 'path', 'build', 'build-offdefault', 'build-deep', 'build
 
 def _zoo(a)->int:
     "List or locate the zoo, or rebuild it (or one pair, or its card): builds train on the thread count every command chooses."
-    from eagle3_workbench import zoo, card
-    from eagle3_workbench.target import zoo_root
+    from eagle3_workbench.target import zoo_root   # the standard library only: `zoo path` answers without torch
     if a.action == 'path': print(zoo_root()); return EXIT_OK
+    from eagle3_workbench import zoo, card   # torch, and the trainers
     if a.action == 'list': print('\n'.join(card.zoo_listing())); return EXIT_OK
     if bad := sorted(set(a.only or ()) - set(zoo.PAIRS) - set(zoo.DEEP) - set(zoo.GPTOSS)):
         raise ValueError(f"--only {' '.join(bad)}: not a zoo target; expected some of {', '.join([*zoo.PAIRS, *zoo.DEEP, *zoo.GPTOSS])}")
