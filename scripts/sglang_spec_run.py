@@ -46,7 +46,7 @@ from pathlib import Path
 from sglang_server import http_json, running_server   # scripts/, beside this file
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ('correct', 'off_by_one', 'embedding', 'fixed')
+CASES = ('correct', 'off_by_one', 'embedding', 'fixed', 'off_by_one_toplevel')
 SPEC = ['--speculative-algorithm', 'EAGLE3', '--speculative-num-steps', '3', '--speculative-eagle-topk', '1',
         '--speculative-num-draft-tokens', '4']
 PATCH = '''
@@ -77,37 +77,37 @@ def site_path()->str:
                                       f"import sglang_cpu_check\nsglang_cpu_check.install_stand_ins()\n" + PATCH)
     return str(d)
 
-def edited_draft(draft:Path, ids:list, into:Path)->Path:
-    "A copy of the draft folder whose config has `ids` as eagle_aux_hidden_state_layer_ids."
+def edited_draft(draft:Path, edit:dict|None, into:Path)->Path:
+    "A copy of the draft folder, its config.json with `edit` applied: {'nested' or 'top_level': ids}; None: as shipped."
     out = into/'draft'
     shutil.copytree(draft, out)
+    if not edit: return out
     cfg = json.loads((out/'config.json').read_text())
-    cfg['eagle_aux_hidden_state_layer_ids'] = list(ids)
+    for where, ids in edit.items():
+        if where == 'top_level': cfg['eagle_aux_hidden_state_layer_ids'] = list(ids)
+        else: cfg['eagle_config'] = {**(cfg.get('eagle_config') or {}), 'eagle_aux_hidden_state_layer_ids': list(ids)}
     (out/'config.json').write_text(json.dumps(cfg, indent=2) + '\n')
     return out
 
-def recommended_ids(draft:Path, target:str)->list:
-    "The ids `eagle3-workbench diagnose --engine sglang==0.5.23 --json` recommends for the draft."
+def recommended_ids(draft:Path, target:str, keep:Path)->tuple|None:
+    "('nested' or 'top_level', ids): what `eagle3-workbench diagnose --engine sglang==0.5.23 --json` recommends; its JSON kept in `keep`."
     cmd = [sys.executable, '-m', 'eagle3_workbench.cli', 'diagnose', '--target', target, '--draft', str(draft),
            '--engine', 'sglang==0.5.23', '--json']
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    print(f"diagnose exit {p.returncode}", flush=True)
-    d = json.loads(p.stdout)
-    (draft.parent/'diagnose.json').write_text(p.stdout)
-    return find_ids(d)
+    print(' '.join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.mkdtemp(prefix='e3w-diagnose-'))
+    print(f"diagnose exit {p.returncode}", flush=True)   # 1: miswired, as planted
+    keep.mkdir(parents=True, exist_ok=True)
+    (keep/'diagnose.json').write_text(p.stdout)
+    rec = (json.loads(p.stdout).get('recommended') or {}).get('for_engine') or {}
+    if not rec.get('ids'): return None
+    return ('nested' if rec['field'].startswith('eagle_config.') else 'top_level'), rec['ids']
 
-def find_ids(d):
-    "The recommended eagle_aux_hidden_state_layer_ids in diagnose's JSON (the first such list found)."
-    if isinstance(d, dict):
-        for k in ('recommended_config', 'recommended', 'config_patch', 'patch', 'fix'):
-            if isinstance(d.get(k), dict) and isinstance(d[k].get('eagle_aux_hidden_state_layer_ids'), list):
-                return d[k]['eagle_aux_hidden_state_layer_ids']
-        for v in d.values():
-            if (r := find_ids(v)) is not None: return r
-    if isinstance(d, list):
-        for v in d:
-            if (r := find_ids(v)) is not None: return r
-    return None
+def scrub(folder:Path, names:dict):
+    "Replace machine paths in the files SGLang wrote by names (`names`: path -> name), longest first; nothing else changes."
+    for f in sorted(folder.iterdir()):
+        t = f.read_text()
+        for path, name in sorted(names.items(), key=lambda kv: -len(kv[0])): t = t.replace(path, name)
+        f.write_text(t)
 
 def serve_case(python, target:Path, draft:Path, prompts:list, max_new_tokens:int, out:Path, port:int, timeout:float)->dict:
     "One server, one batched request, the server's info; writes out/{responses.jsonl,server_info.json,server.log}."
@@ -117,8 +117,8 @@ def serve_case(python, target:Path, draft:Path, prompts:list, max_new_tokens:int
             '--disable-radix-cache', '--mem-fraction-static', '0.3', '--max-total-tokens', '8192', '--max-running-requests', str(len(prompts)),
             '--skip-server-warmup', '--random-seed', '0', '--decode-log-interval', '1', '--port', str(port)]
     print(' '.join(argv), flush=True)
-    env = {**os.environ, 'TRITON_INTERPRET': '1',
-           'PYTHONPATH': os.pathsep.join(filter(None, [site_path(), str(ROOT), os.environ.get('PYTHONPATH')]))}
+    site = site_path()
+    env = {**os.environ, 'TRITON_INTERPRET': '1', 'PYTHONPATH': os.pathsep.join(filter(None, [site, os.environ.get('PYTHONPATH')]))}
     base, log, t0 = f'http://127.0.0.1:{port}', out/'server.log', time.time()
     with running_server(argv, log, f'{base}/model_info', timeout, env):
         t1 = time.time()
@@ -128,6 +128,8 @@ def serve_case(python, target:Path, draft:Path, prompts:list, max_new_tokens:int
     with open(out/'responses.jsonl', 'w') as f:
         for r in res: f.write(json.dumps(r, sort_keys=True) + '\n')
     (out/'server_info.json').write_text(json.dumps(info, indent=1, sort_keys=True) + '\n')
+    scrub(out, {str(target): 'TARGET', str(draft): 'DRAFT', site: 'SITECUSTOMIZE', str(Path(python).parent.parent): 'SGLANG_VENV',
+                str(Path(__file__).parent): 'SCRIPTS', sys.base_prefix: 'PYTHON_HOME'})
     return dict(start_s=round(t1 - t0), generate_s=round(t2 - t1))
 
 def main()->int:
@@ -150,21 +152,23 @@ def main()->int:
     prompts = [tok(p, add_special_tokens=False)['input_ids'] for p in read_prompts(None, a.n_prompts)]
     shipped = json.loads((draft/'config.json').read_text())['eagle_aux_hidden_state_layer_ids']
     work = Path(tempfile.mkdtemp(prefix='e3w-spec-run-'))
-    off = [i + 1 for i in shipped]
-    ids = dict(correct=list(shipped), off_by_one=off, embedding=[-1] + sorted(shipped)[1:])
+    ids = sorted(shipped)   # the zoo draft's resid[k], top level: SGLang 0.5.23 feeds resid[n + 1] for eagle_config's n
+    edits = dict(correct=None, off_by_one={'nested': ids}, embedding={'nested': [-1] + [i - 1 for i in ids[1:]]},
+                 off_by_one_toplevel={'top_level': [i + 1 for i in ids]})
     failed, done = [], {}
     for case in filter(None, a.cases.split(',')):
         if case not in CASES: print(f"--cases: {case!r}: expected one of {', '.join(CASES)}", file=sys.stderr); return 2
         d = work/case; d.mkdir()
         if case == 'fixed':
-            probe = edited_draft(draft, off, work/'diagnosed')
-            ids['fixed'] = recommended_ids(probe, a.target)
-            if ids['fixed'] is None: print('fixed: diagnose recommended no ids'); failed.append(case); continue
-        copy = edited_draft(draft, ids[case], d)
-        print(f"== {case}: eagle_aux_hidden_state_layer_ids {ids[case]}", flush=True)
+            probe = edited_draft(draft, edits['off_by_one'], work/'diagnosed')
+            rec = recommended_ids(probe, a.target, Path(a.out)/case)
+            if rec is None: print('fixed: diagnose recommended no ids'); failed.append(case); continue
+            edits['fixed'] = {**edits['off_by_one'], rec[0]: rec[1]}
+        copy = edited_draft(draft, edits[case], d)
+        print(f"== {case}: {edits[case] or 'config as shipped'}", flush=True)
         try: t = serve_case(a.sglang_python, target, copy, prompts, a.max_new_tokens, Path(a.out)/case, a.port, a.timeout)
         except Exception as e: print(f"{case} failed: {type(e).__name__}: {str(e)[-3000:]}", flush=True); failed.append(case); continue
-        done[case] = dict(ids=ids[case], **t)
+        done[case] = dict(edit=edits[case], **t)
         print(f"{case}: {done[case]}", flush=True)
     print(json.dumps(done))
     return 1 if failed else 0
