@@ -14,9 +14,11 @@ from .targets import LiveTarget, RecordedTarget, tree_mask
 from .recording import Recording
 from .prompts import check_prompts
 from .stats import bootstrap_ci
+from .engine_rows import Stopping, STOP_ROWS
+from .engines import Engine, version_tuple
 
 # %% auto #0
-__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'Session', 'summarize',
+__all__ = ['SpecSettings', 'ExtendResult', 'DraftResult', 'VerifyResult', 'StepResult', 'stop_row', 'Session', 'summarize',
            'greedy_reference', 'RunReport', 'run_prompts']
 
 # %% ../nbs/03_engine.ipynb #b80f7f73
@@ -193,6 +195,15 @@ def _configured_wiring_error(pair, n:int)->str:
     return (f"{src}: the draft takes {k} aux chunks but {w.engine} would feed it {len(w.resid_layers)} from this {n}-layer target"
             + (f": {'; '.join(why)}" if why else '') + f" ({w.reason.rstrip('.')})")
 
+# %% ../nbs/03_engine.ipynb #1b384d7a
+def stop_row(engine=None)->Stopping: # an `Engine` or a name `Engine.parse` takes (None: the default engine)
+    "The `STOP_ROWS` row for a release: its family's newest row up to that release; the default engine's for a family without rows."
+    e = Engine.parse(engine)
+    rows = [r for r in STOP_ROWS if r.engine == e.family]
+    if not rows: return stop_row(None)
+    held = [r for r in rows if e.release is None or version_tuple(r.since) <= version_tuple(e.release)]
+    return (held or rows[:1])[-1]   # a release older than every row read: the oldest row's rule
+
 # %% ../nbs/03_engine.ipynb #e5980772
 class Session:
     "Step-by-step EAGLE-3 speculative decoding on a loaded `Pair`."
@@ -207,6 +218,7 @@ class Session:
         self.max_positions = pair.target.config.get_text_config().max_position_embeddings   # a composite config: its language model's
         dt = next(pair.draft.parameters()).dtype
         self.target = RecordedTarget(pair.target, dt) if isinstance(pair.target, Recording) else LiveTarget(pair.target)
+        self.stopping = stop_row(pair.wiring.engine)   # what `max_new_tokens` counts, as the engine the pair is wired for counts it
         self._greedy_only(self.settings)
         self.reset()
 
@@ -336,7 +348,7 @@ class Session:
         return StepResult(self.draft(), self.verify())
 
     def _stop(self, start:int, max_new_tokens:int, eos)->str|None:
-        "Why no further cycle runs (None: one does): tokens enough, end of text, the model's positions, the recording's end."
+        "Why no further cycle runs (None: one does): tokens enough (counted from `start`), end of text, the model's positions, the recording's end."
         n, steps = len(self.tokens), self.settings.speculative_num_steps
         if n - start >= max_new_tokens: return 'max_new_tokens'
         if eos is not None and eos in self.tokens[start-1:]: return 'eos'
@@ -347,10 +359,11 @@ class Session:
     def run(self, max_new_tokens:int=32, # stop after at least this many new tokens
             prompt=None, # extend with this prompt first
            )->list: # the StepResults of this run
-        "Run whole cycles until `max_new_tokens` tokens were emitted (the last cycle may pass it), EOS, or the target ends (`stopped` says which)."
+        "Run whole cycles until `max_new_tokens` tokens were emitted as the engine counts them (`stopping`; the last cycle may pass it), EOS, or the target ends (`stopped` says which)."
         if prompt is not None: self.extend(prompt)
         if self._last is None: raise RuntimeError("call extend(prompt) first, or pass prompt=")
-        eos, start, out = getattr(self.pair.tokenizer, 'eos_token_id', None), len(self.tokens), []
+        first = len(self.history) == 1 and self.stopping.counts_prefill   # right after the extend: its token is the first one emitted
+        eos, start, out = getattr(self.pair.tokenizer, 'eos_token_id', None), len(self.tokens) - first, []
         while (why := self._stop(start, max_new_tokens, eos)) is None: out.append(self.step())
         self.stopped = why
         return out
@@ -403,11 +416,12 @@ class RunReport:
     runs: list = field(default_factory=list, repr=False)   # StepResults per prompt
     max_new_tokens: int = 0   # asked per prompt
     stopped: list = field(default_factory=list)   # per prompt, why its last cycle was the last (`Session._stop`)
+    counts_prefill: bool = True   # the extend's token counted among the new tokens, as the engine counts them (`Session.stopping`)
 
     @property
     def short(self)->list:
         "Prompts whose run ended before `max_new_tokens` because the target could not answer another cycle: (index, new tokens, why)."
-        return [(i, len(o) - 1, w) for i, (o, w) in enumerate(zip(self.outputs, self.stopped)) if w in ('positions', 'recording')]
+        return [(i, len(o) - (not self.counts_prefill), w) for i, (o, w) in enumerate(zip(self.outputs, self.stopped)) if w in ('positions', 'recording')]
 
     def short_note(self, flags:bool=False, # name the settings as the command line's options
                   )->str|None: # None when every prompt ran to `max_new_tokens`
@@ -419,7 +433,7 @@ class RunReport:
         if why == {'positions'}: return head + f"): the target's positions end there ({S} {s} needs room past the last token)"
         fix = f"record --max-new-tokens {self.max_new_tokens} --steps {s}" if flags else f"record(..., max_new_tokens={self.max_new_tokens}, steps={s})"
         return head + (f", prompts {', '.join(str(i + 1) for i, *_ in self.short[:5])}{' ...' if len(n) > 5 else ''}): the recording holds too few "
-                       f"continuation tokens; replaying {self.max_new_tokens} new tokens with {S} {s} needs {self.max_new_tokens + s} (`{fix}`)")
+                       f"continuation tokens; replaying {self.max_new_tokens} new tokens with {S} {s} needs {self.max_new_tokens + s - self.counts_prefill} (`{fix}`)")
 
     def to_json(self)->dict:
         return dict(**self.summary, resid_layers=list(self.resid_layers), lossless=self.lossless, settings=self.settings,
@@ -443,4 +457,4 @@ def run_prompts(pair, prompts:list, # texts or token-id lists
                   greedy_reference(pair.target, s.history[0].prompt_ids, len(outputs[-1]))
             lossless = (lossless is not False) and ref == outputs[-1]
     return RunReport(summarize(runs, s.settings.speculative_num_steps), list(s.wiring), asdict(s.settings), lossless, outputs, runs,
-                     max_new_tokens, stopped)
+                     max_new_tokens, stopped, s.stopping.counts_prefill)

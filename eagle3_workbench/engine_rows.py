@@ -11,8 +11,8 @@ __all__ = ['SGLANG', 'VLLM', 'TRTLLM', 'SPECFORGE', 'SPECULATORS', 'EAGLE', 'RES
            'ENGINE_NAMES', 'DEFAULT_ENGINE', 'SERVING', 'READING_ROWS', 'EDITABLE', 'RECOMMENDED_IDS', 'RULES',
            'CONVENTIONS', 'PARENT', 'MODEL_FILES', 'ENGINE_FACTS', 'DEEPSEEK_FILES', 'PR25454_FILES', 'TENSOR_SAID',
            'PP_SAID', 'FIXED', 'SPECFORGE_010', 'READINGS', 'VARIANT_SUPPORT', 'BORROWED', 'VARIANT_KEYS', 'SERVED_AS',
-           'LAYOUT_FLAGS', 'LIMITS', 'HANDOFF_PATH', 'HANDOFF_THREADS', 'DISAGG_MODES', 'VERIFY_ROWS', 'Family',
-           'Named', 'Convention', 'ModelFile', 'Fact', 'Support', 'LayoutFlag', 'Limit', 'Verify']
+           'LAYOUT_FLAGS', 'LIMITS', 'HANDOFF_PATH', 'HANDOFF_THREADS', 'DISAGG_MODES', 'VERIFY_ROWS', 'STOP_ROWS',
+           'Family', 'Named', 'Convention', 'ModelFile', 'Fact', 'Support', 'LayoutFlag', 'Limit', 'Verify', 'Stopping']
 
 # %% ../nbs/00a_engine_rows.ipynb #b5578961
 SGLANG, VLLM, TRTLLM, SPECFORGE, SPECULATORS, EAGLE, RESID = 'sglang', 'vllm', 'trtllm', 'specforge', 'speculators', 'eagle', 'resid'
@@ -48,17 +48,20 @@ class Named(NamedTuple):
     editable: bool = False       # a recommendation may point a user to its field instead (`EDITABLE`)
     recommends: str|None = None  # the doctor's JSON key for the ids written in its convention (`RECOMMENDED_IDS`)
     others: str|None = None      # how the doctor's text names those ids
+    known_row: str|None = None   # the row's label once the target's model type is known (default: `row`)
 
 _K = 'eagle_aux_hidden_state_layer_ids'
 NAMED = {
     'sglang':         Named(SGLANG, '0.5.23', "SGLang 0.5.23 (default: the newest rule known)"),
-    'sglang-legacy':  Named(SGLANG, '0.5.12', "SGLang 0.5.12 (the last release before PR #25454)", 'SGLang before PR #25454',
-                            'SGLang <PR#25454', None, True, f'sglang_{_K}', 'SGLang before PR #25454'),
-    'sglang-pr25454': Named(SGLANG, '0.5.23', "SGLang 0.5.23 with PR #25454's DeepSeek/Kimi rule for any target (the rule since 0.5.13)", 'SGLang >= PR #25454',
-                            'SGLang >=PR#25454', 'sglang', True, f'sglang_pr25454_{_K}', 'SGLang >= PR #25454 for DeepSeek/Kimi'),
-    'vllm':           Named(VLLM, '0.32.0', "vLLM 0.32 (default: the rule of 0.22 to 0.33; 0.34.0 reads the top-level ids only)", 'vLLM',
-                            'vLLM 0.32', None, True, f'vllm_{_K}', 'vLLM (top level)'),
-    'vllm-legacy':    Named(VLLM, '0.21.0', "vLLM 0.21 (top-level ids only, as in 0.11.1 to 0.21)", 'vLLM', 'vLLM top-level only'),
+    'sglang-legacy':  Named(SGLANG, '0.5.12', "SGLang 0.5.12 (the last release that adds one to every model file's ids; 0.5.13 changed "
+                            "DeepSeek/Kimi files, PR #25454)", edits='SGLang 0.5.12', row='SGLang 0.5.12', editable=True,
+                            recommends=f'sglang_{_K}', others='SGLang 0.5.12'),
+    'sglang-pr25454': Named(SGLANG, '0.5.23', "SGLang 0.5.23 reading any target as its DeepSeek/Kimi files do (their rule since 0.5.13, PR #25454)",
+                            edits='SGLang 0.5.23 (DeepSeek/Kimi files)', row='SGLang 0.5.23 (DeepSeek/Kimi files)', known='sglang',
+                            known_row='SGLang 0.5.23', editable=True, recommends=f'sglang_pr25454_{_K}', others='SGLang 0.5.23 for DeepSeek/Kimi files'),
+    'vllm':           Named(VLLM, '0.32.0', "vLLM 0.32 (default: the rule of 0.22 to 0.33; 0.34.0 reads the top-level ids only)", edits='vLLM',
+                            row='vLLM 0.32', editable=True, recommends=f'vllm_{_K}', others='vLLM (top level)'),
+    'vllm-legacy':    Named(VLLM, '0.21.0', "vLLM 0.21 (top-level ids only, as in 0.11.1 to 0.21)", edits='vLLM', row='vLLM 0.21'),
     'specforge':      Named(SPECFORGE, None, "SpecForge main 2025-09 to 2026-07, HF capture backend (default: the workbench's long-standing 'specforge' row)", 'SpecForge',
                             'SpecForge (HF capture)', None, True),
     'speculators':    Named(SPECULATORS, None, "speculators main c05b95b3 (features captured by vLLM's extract_hidden_states)"),
@@ -71,7 +74,7 @@ DEFAULT_ENGINE = 'sglang'   # what the workbench assumes when no engine is named
 SERVING = tuple(k for k, f in FAMILIES.items() if f.serves)   # the serving engines: their variant support is recorded
 
 # %% ../nbs/00a_engine_rows.ipynb #71d00a9b
-READING_ROWS = tuple((n.row, k, n.known or k) for k, n in NAMED.items() if n.row)   # (label, name, name for a known target)
+READING_ROWS = tuple((n.row, k, n.known or k, n.known_row or n.row) for k, n in NAMED.items() if n.row)   # (label, name, name and label for a known target)
 EDITABLE = tuple(k for k, n in NAMED.items() if n.editable)                         # engines whose field a recommendation can point to instead
 RECOMMENDED_IDS = tuple((n.recommends, k) for k, n in NAMED.items() if n.recommends)   # JSON key -> the engine whose convention writes it
 
@@ -453,4 +456,23 @@ VERIFY_ROWS = (
            "speculative_use_rejection_sampling (its Triton chain sampler); no warning", unless_on=('hip',)),
     Verify(VLLM, '0.32.0', (), None, None, "v1/sample/rejection_sampler.py:451-483: greedy only for requests at temperature 0 "
            "(is_greedy per request), the others rejection-sampled on every platform"),
+)
+
+# %% ../nbs/00a_engine_rows.ipynb #0b29a107
+class Stopping(NamedTuple):
+    "How one engine release ends a request by length."
+    engine: str          # the engine's family
+    since: str           # the release read (it holds until the next row of the engine)
+    counts_prefill: bool # the token the prefill emits counts toward max_new_tokens
+    cut_at_cap: bool     # the accepted run that crosses the cap is cut there in the output (the statistics keep it whole)
+    source: str          # file:lines in the release and what the code does
+
+STOP_ROWS = (
+    Stopping(SGLANG, '0.5.23', True, True,
+             "srt/managers/schedule_batch.py:2038-2042 Req.update_finish_state: finished when len(output_ids) >= max_new_tokens, "
+             "output_ids holding the prefill's token; finished_len = max_new_tokens cuts the output; "
+             "srt/managers/scheduler_components/batch_result_processor.py:832 counts spec_verify_ct per verify of an unfinished request"),
+    Stopping(VLLM, '0.32.0', True, True,
+             "v1/core/sched/utils.py:114-119 check_stop: num_output_tokens >= max_tokens, the prefill's sampled token included; "
+             "v1/core/sched/scheduler.py _update_request_with_output (2496-2511) appends the accepted tokens one by one and trims them past the stop"),
 )
