@@ -220,13 +220,13 @@ class Engine:
 
     def edit_field(self, model_type:str|None=None)->tuple: # (key, convention or None, field, name)
         "Where and how this engine reads the aux layer ids for a target, as a recommendation names it."
-        e = self.for_target(model_type)
+        e, said = self.for_target(model_type), None
         if e.key == SGLANG and e.rules(model_type).convention == Engine.named('sglang-legacy').rules(model_type).convention:
-            e = Engine.named('sglang-legacy')   # its rule for this target is the +1 rule; a model file read otherwise now (gpt_oss.py) keeps the newest
+            e, said = Engine.named('sglang-legacy'), e.title   # the +1 rule, written in that row's field, named as the release asked; gpt_oss.py keeps the newest
         r = e.rules(model_type)
         who = "the EAGLE authors' code" if e.family == EAGLE else r.engine
         if r.reads is None: return (e.key, None, f"none: {who} ignores the config", r.engine)
-        return (e.key, r.convention, _FIELD_OF[r.reads], (NAMED[e.key].edits if e.key in NAMED else None) or r.engine)
+        return (e.key, r.convention, _FIELD_OF[r.reads], said or (NAMED[e.key].edits if e.key in NAMED else None) or r.engine)
 
     def uses_shipped(self, what:str, # 'embed_tokens' or 'lm_head'
                      same_width:bool=True, # the draft's hidden size is the target's

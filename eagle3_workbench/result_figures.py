@@ -260,9 +260,9 @@ def token_strip_html(session_or_history, # a Session, its history list, or StepR
             'white-space:pre">{text}</span>')
     out = [_marks(items[i - 1] if i else None, it) + span.format(kind=it['kind'], title=html.escape(it['hover'], quote=True), style=_tok_style(it['kind']),
                                                                  text=html.escape(it['text'].replace('\n', '⏎')) or '&nbsp;') for i, it in enumerate(items)]
-    w0 = next((it['wiring'] for it in items if it['wiring'] is not None), None)
+    ws = [tuple(it['wiring']) for it in items if it['wiring'] is not None]   # fed, in the order fed: the header says what is fed now
     legend = ' '.join(f'<span style="{_tok_style(k)}padding:0 4px;border-radius:3px">{k}</span>' for k in _KINDS)
-    legend += '; cycles start at <span style="color:#57606a;border-left:2px solid #8c959f;padding:0 2px">n</span>' + (f'; fed resid{list(w0)}' if w0 else '')
+    legend += '; cycles start at <span style="color:#57606a;border-left:2px solid #8c959f;padding:0 2px">n</span>' + (f'; fed resid{list(ws[-1])}' + (f' (resid{list(ws[0])} before the first ⚑)' if set(ws) != {ws[0]} else '') if ws else '')
     return (f'<div class="e3-strip" style="font-family:monospace;font-size:12px;line-height:2.1">'
             f'<div style="font-size:11px">{legend}</div><div style="display:flex;flex-wrap:wrap">{"".join(out)}</div></div>')
 
@@ -332,7 +332,8 @@ def _sweep_title(rows, metric='accept_length'):
     best = next((r for r in rows if r.get('best')), None)
     conf = next((r for r in rows if r.get('configured')), None)
     said = lambda w, r: w if _sweep_name(r) == w else f"{w} {_sweep_name(r)}"
-    parts = [f"{said(w, r)}: {r[metric]:.{2 if metric == 'accept_length' else 3}f}" for w, r in (('best', best), ('configured', conf)) if r is not None]
+    top = 'recommended' if best is not None and best.get('recommended') else 'best'   # the doctor's sweep marks its recommendation
+    parts = [f"{said(w, r)}: {r[metric]:.{2 if metric == 'accept_length' else 3}f}" for w, r in ((top, best), ('configured', conf)) if r is not None]
     return SWEEP_METRICS[metric][0] + (f" ({'; '.join(parts)})" if parts else '')
 
 # %% ../nbs/05a_result_figures.ipynb #9bb954e4

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace, asdict
 from typing import NamedTuple
 import copy
 from .conventions import default_resid_layers, read_aux_ids, as_layer_ids, FIELDS, AUX_KEY
-from .engine_rows import READING_ROWS, PR25454_FILES, TENSOR_SAID, MODEL_FILES, FAMILIES, SGLANG, VLLM, TRTLLM
+from .engine_rows import READING_ROWS, NAMED, PR25454_FILES, TENSOR_SAID, MODEL_FILES, FAMILIES, SGLANG, VLLM, TRTLLM
 from .engines import Engine, model_file, assumed_file, rule_conventions, to_resid, from_resid, convention_rule
 from .stages import pp_reading
 
@@ -73,27 +73,28 @@ def engine_reading(draft_config:dict, # a draft config.json, as a dict
 # %% ../nbs/00m_wiring.ipynb #eb622beb
 def engine_readings(draft_config:dict, # a draft config.json, as a dict
                     n_layers:int, # number of decoder layers of the target (N)
-                    target_model_type:str|None=None, # the target's `model_type`; picks SGLang's rule after PR #25454
+                    target_model_type:str|None=None, # the target's `model_type`; picks SGLang 0.5.23's rule for its model file
                    )->list: # one `EngineReading` per row of `engine_rows.READING_ROWS`
-    "What SGLang (before and after PR #25454), vLLM (0.32 and 0.21), SpecForge and the EAGLE authors feed the draft."
-    return [replace(engine_reading(draft_config, n_layers, Engine.named(known if target_model_type is not None else name), target_model_type), engine=row)
-            for row, name, known in READING_ROWS]   # a known target: its model file's rule
+    "What SGLang (0.5.12 and 0.5.23), vLLM (0.32 and 0.21), SpecForge and the EAGLE authors feed the draft."
+    known = target_model_type is not None   # a known target: its model file's rule, and the row's label for it
+    return [replace(engine_reading(draft_config, n_layers, Engine.named(kname if known else name), target_model_type), engine=klabel if known else label)
+            for label, name, kname, klabel in READING_ROWS]
 
 # %% ../nbs/00m_wiring.ipynb #48e68ca5
 def sglang_rule_note(mtype:str|None)->str:
     "Which of SGLang's rules applies to a target model type, said aloud from the model-file rows (each file has its own setter)."
     own = sorted({m.file for m in MODEL_FILES if m.engine == SGLANG and m.family != 'llama' and not set(m.model_types) & set(PR25454_FILES)})
     if mtype is None:
-        return ("no --model-type or --target given: the 'SGLang >=PR#25454' row assumes a DeepSeek/Kimi target "
-                f"({', '.join(PR25454_FILES)}), the only model files that PR changed; for any other target SGLang reads "
-                "the ids as the 'SGLang <PR#25454' row. Pass --model-type or --target to decide. "
+        return (f"no --model-type or --target given: the '{NAMED['sglang-pr25454'].row}' row assumes a DeepSeek/Kimi target "
+                f"({', '.join(PR25454_FILES)}), the only model files whose rule changed in 0.5.13 (PR #25454); for any other target "
+                f"SGLang 0.5.23 reads the ids as the '{NAMED['sglang-legacy'].row}' row does. Pass --model-type or --target to decide. "
                 f"{assumed_file(SGLANG, None)}; {', '.join(own)} also read or capture otherwise.")
     e = Engine.named(SGLANG)
-    m, r, plus_one = model_file(SGLANG, mtype), e.rules(mtype), e.rules().convention   # llama.py's rule: the one PR #25454 left
+    m, r, plus_one = model_file(SGLANG, mtype), e.rules(mtype), e.rules().convention   # llama.py's rule: the one 0.5.13 left alone
     file = f"SGLang serves it with {m.file} ({m.cite})" if m else assumed_file(SGLANG, mtype)
-    if mtype in PR25454_FILES: return f"model type {mtype}: {file}; SGLang after PR #25454 reads the ids with its DeepSeek/Kimi rule"
+    if mtype in PR25454_FILES: return f"model type {mtype}: {file}; {e.title} reads the ids with the DeepSeek/Kimi rule of 0.5.13 on (PR #25454)"
     if r.convention != plus_one: return f"model type {mtype}: {file}; {e.title} reads the ids as {r.convention} ({r.sources['rule']})"
-    return f"model type {mtype}: {file}; PR #25454 did not change this model file, so both SGLang rows read the ids the same way"
+    return f"model type {mtype}: {file}; {e.title} reads the ids as SGLang 0.5.12 did (0.5.13's change, PR #25454, left this model file alone)"
 
 # %% ../nbs/00m_wiring.ipynb #d3cb9fce
 def disagreements(readings, # `EngineReading`s, as from `engine_readings`
@@ -191,7 +192,7 @@ def draft_config_edit(draft_config:dict, # the draft's config.json, as a dict (n
     cfg[AUX_KEY] = list(from_resid(resid, Engine.named(VLLM).rules().convention, n_layers))
     if (got := resolve_wiring(cfg, n_layers, VLLM).resid_layers) != resid: raise AssertionError(f"vLLM would feed resid{list(got)}")
     old = resolve_wiring(cfg, n_layers, SGLANG).resid_layers
-    if old != resid: notes.append(f"# SGLang before PR #25454 reads {nested[AUX_KEY]} as resid{list(old)}, not resid{list(resid)}")
+    if old != resid: notes.append(f"# SGLang 0.5.12 and earlier read {nested[AUX_KEY]} as resid{list(old)}, not resid{list(resid)} (every model file added one before 0.5.13)")
     if 0 in resid: notes.append("# resid[0] is the token embedding; SGLang crashes capturing it before 0.5.22 (llama-family targets) and 0.5.14 (DeepSeek targets)")
     lines = []
     sglang_why = 'SGLang: ' + ('output of layer k = resid[k+1]' if nested[AUX_KEY][0] == resid[0] - 1 else 'resid[k]')

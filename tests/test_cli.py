@@ -15,7 +15,7 @@ def test_wiring_json_for_a_public_config(cli):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     fed = {x['engine']: x['fed'] for x in out['readings']}
-    assert fed['SGLang <PR#25454'] == [2, 18, 34] and fed['vLLM top-level only'] == [2, 18, 33]   # older vLLM: ignores the nested ids
+    assert fed['SGLang 0.5.12'] == [2, 18, 34] and fed['vLLM 0.21'] == [2, 18, 33]   # older vLLM: ignores the nested ids
     assert fed['vLLM 0.32'] == [1, 17, 33]   # vLLM 0.32 reads the nested ids, verbatim
     assert out['n_layers'] == 36 and out['disagreements']
 

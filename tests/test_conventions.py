@@ -11,13 +11,15 @@ from eagle3_workbench.wiring import EngineReading, Wiring, disagreements, engine
 
 FIXTURES = Path(__file__).parent / 'fixtures' / 'draft-configs'
 KEY = 'eagle_aux_hidden_state_layer_ids'
-ENGINES = ['SGLang <PR#25454', 'SGLang >=PR#25454', 'vLLM 0.32', 'vLLM top-level only', 'SpecForge (HF capture)', 'EAGLE authors']
-OLD_VLLM, VLLM = 'vLLM top-level only', 'vLLM 0.32'   # before and since the nested fallback (vLLM 0.32.0, checked on a real engine)
+ENGINES = ['SGLang 0.5.12', 'SGLang 0.5.23', 'vLLM 0.32', 'vLLM 0.21', 'SpecForge (HF capture)', 'EAGLE authors']   # rows by release, for a known target
+UNKNOWN = ['SGLang 0.5.12', 'SGLang 0.5.23 (DeepSeek/Kimi files)'] + ENGINES[2:]   # no model type: the row says which files' rule it assumes
+OLD_VLLM, VLLM = 'vLLM 0.21', 'vLLM 0.32'   # before and since the nested fallback (vLLM 0.32.0, checked on a real engine)
 
 
 def load(name): return json.loads((FIXTURES / name).read_text())
 def nested(ids): return {'eagle_config': {KEY: ids}}
-def by_engine(cfg, n, mt=None): return {r.engine: r for r in engine_readings(cfg, n, mt)}
+def by_engine(cfg, n, mt=None):   # keyed by release: the unknown target's row under its release too
+    return {r.engine.removesuffix(' (DeepSeek/Kimi files)'): r for r in engine_readings(cfg, n, mt)}
 
 
 # ---- defaults -------------------------------------------------------------------------------------------------
@@ -237,7 +239,9 @@ def test_read_aux_ids_malformed(cfg, key):
 
 def test_readings_are_engine_readings():
     rs = engine_readings(load('specforge-deepseek-v3-671b-eagle3.json'), 61)
-    assert [r.engine for r in rs] == ENGINES
+    assert [r.engine for r in rs] == UNKNOWN
+    assert [r.engine for r in engine_readings(load('specforge-deepseek-v3-671b-eagle3.json'), 61, 'deepseek_v3')] == ENGINES
+    assert not any('PR' in e for e in UNKNOWN + ENGINES)   # releases, as users deploy them
     assert all(isinstance(r, EngineReading) for r in rs)
     assert [r.convention for r in rs] == ['sglang', 'sglang-pr25454', 'vllm', 'vllm', 'specforge', 'eagle']
 
@@ -245,7 +249,7 @@ def test_readings_are_engine_readings():
 @pytest.mark.parametrize('mt', [None, 'deepseek_v3', 'kimi_k2'])
 def test_deepseek_v3_specforge_config(mt):
     rs = by_engine(load('specforge-deepseek-v3-671b-eagle3.json'), 61, mt)
-    for e in ['SGLang <PR#25454', 'SGLang >=PR#25454', 'SpecForge (HF capture)']:
+    for e in ['SGLang 0.5.12', 'SGLang 0.5.23', 'SpecForge (HF capture)']:
         r = rs[e]
         assert (r.ids, r.source, r.resid, r.fed, r.problems) == ((1, 29, 57), 'config', (2, 30, 58), (2, 30, 58), [])
         assert r.field == 'eagle_config.eagle_aux_hidden_state_layer_ids'
@@ -263,9 +267,9 @@ def test_deepseek_v3_specforge_config(mt):
 @pytest.mark.parametrize('mt', [None, 'kimi_k25', 'kimi_k2', 'deepseek_v3', 'deepseek_v2'])
 def test_kimi_draft_capture_before(mt):
     rs = by_engine(load('kimi-k2.5-eagle3-reconstructed.json'), 61, mt)
-    assert rs['SGLang <PR#25454'].fed == (3, 31, 59)
-    assert rs['SGLang >=PR#25454'].fed == (2, 30, 58)
-    assert rs['SGLang >=PR#25454'].convention == 'sglang-pr25454'
+    assert rs['SGLang 0.5.12'].fed == (3, 31, 59)
+    assert rs['SGLang 0.5.23'].fed == (2, 30, 58)
+    assert rs['SGLang 0.5.23'].convention == 'sglang-pr25454'
     assert rs['SpecForge (HF capture)'].fed == (3, 31, 59)
     assert rs[OLD_VLLM].fed == (2, 30, 58) and rs[OLD_VLLM].source == 'default'
     assert rs[VLLM].fed == (2, 30, 58) and rs[VLLM].source == 'config'   # written "capture before": vLLM 0.32 reads it as meant
@@ -275,28 +279,28 @@ def test_kimi_draft_capture_before(mt):
 @pytest.mark.parametrize('mt, convention', [('llama', 'sglang'), ('qwen3', 'sglang'), ('gpt_oss', 'sglang-boundary')])
 def test_pr25454_only_for_deepseek_kimi_model_files(mt, convention):
     rs = by_engine(load('kimi-k2.5-eagle3-reconstructed.json'), 61, mt)
-    assert rs['SGLang >=PR#25454'].convention == convention   # gpt_oss.py has a rule of its own (largest id N: verbatim)
-    assert rs['SGLang >=PR#25454'].fed == (3, 31, 59)         # ... which adds 1 here: the largest id, 58, is not N = 61
+    assert rs['SGLang 0.5.23'].convention == convention   # gpt_oss.py has a rule of its own (largest id N: verbatim)
+    assert rs['SGLang 0.5.23'].fed == (3, 31, 59)         # ... which adds 1 here: the largest id, 58, is not N = 61
 
 
 def test_gpt_oss():
     cfg = load('specforge-gpt-oss-120B-eagle3.json')
     rs = by_engine(cfg, 36, 'gpt_oss')
-    assert rs['SGLang <PR#25454'].fed == (2, 18, 34)
-    assert rs['SGLang >=PR#25454'].fed == (2, 18, 34)
+    assert rs['SGLang 0.5.12'].fed == (2, 18, 34)
+    assert rs['SGLang 0.5.23'].fed == (2, 18, 34)
     assert rs['SpecForge (HF capture)'].fed == (2, 18, 34)
     assert rs[OLD_VLLM].fed == (2, 18, 33) and rs[OLD_VLLM].source == 'default'
     assert rs[VLLM].fed == (1, 17, 33) and rs[VLLM].source == 'config'
     d = disagreements(list(rs.values()))
-    assert len(d) == 2 and all('SGLang <PR#25454' in x for x in d) and any(x.startswith(VLLM) for x in d)
+    assert len(d) == 2 and all('SGLang 0.5.12' in x for x in d) and any(x.startswith(VLLM) for x in d)
     # the same list written at the top level: vLLM reads it verbatim
     top = by_engine({KEY: [1, 17, 33]}, 36, 'gpt_oss')
     for e in (VLLM, OLD_VLLM):
         assert (top[e].source, top[e].field, top[e].fed) == ('config', 'eagle_aux_hidden_state_layer_ids (top level)', (1, 17, 33))
         assert top[e].problems == []
     # and SGLang, which reads only the nested field, now falls back to its default
-    assert top['SGLang <PR#25454'].fed == (2, 18, 33) and top['SGLang <PR#25454'].source == 'default'
-    assert 'is not read: it feeds its default' in top['SGLang <PR#25454'].problems[0]
+    assert top['SGLang 0.5.12'].fed == (2, 18, 33) and top['SGLang 0.5.12'].source == 'default'
+    assert 'is not read: it feeds its default' in top['SGLang 0.5.12'].problems[0]
 
 
 @pytest.mark.parametrize('name, n, default', [
@@ -314,7 +318,7 @@ def test_no_ids_means_default_everywhere(name, n, default):
 
 def test_unreachable_resid_n():
     rs = by_engine(nested([1, 15, 31]), 32)
-    r = rs['SGLang <PR#25454']
+    r = rs['SGLang 0.5.12']
     assert r.resid == (2, 16, 32)
     assert r.fed == (2, 16) and len(r.fed) == 2
     assert any('resid[32]' in p and 'never captured' in p for p in r.problems)
@@ -328,18 +332,18 @@ def test_resid_n_reached_by_vllm_top_level():
     # read in the 0.18.0 wheel): both vLLM rows (0.32.0 and 0.21.0) feed resid[32]; SGLang drops it
     rs = by_engine({KEY: [2, 16, 32]}, 32)
     for e in (VLLM, OLD_VLLM): assert (rs[e].resid, rs[e].fed, rs[e].problems) == ((2, 16, 32), (2, 16, 32), [])
-    r = by_engine(nested([1, 15, 31]), 32)['SGLang >=PR#25454']
+    r = by_engine(nested([1, 15, 31]), 32)['SGLang 0.5.23']
     assert (r.resid, r.fed) == ((2, 16, 32), (2, 16)) and any('2 states' in p for p in r.problems)
 
 
 def test_minus_one_is_embedding_under_sglang():
     rs = by_engine(nested([-1, 15, 28]), 32, 'llama')
-    r = rs['SGLang <PR#25454']
+    r = rs['SGLang 0.5.12']
     # SGLang 0.5.12 (the row's release) crashes on resid[0]: models/llama.py appends hidden_states + residual before
     # layer i with residual still None before layer 0 (0.5.12 wheel); llama.py captures it only from 0.5.22
     assert (r.resid, r.fed) == ((0, 16, 29), (16, 29))
     assert any('resid[0] crashes the engine' in p for p in r.problems)
-    r = rs['SGLang >=PR#25454']   # SGLang 0.5.23 captures it, and says it is the embedding
+    r = rs['SGLang 0.5.23']   # SGLang 0.5.23 captures it, and says it is the embedding
     assert (r.resid, r.fed) == ((0, 16, 29), (0, 16, 29)) and any('embedding' in p for p in r.problems)
     assert any('embedding' in p for p in rs['SpecForge (HF capture)'].problems)
 
@@ -351,24 +355,24 @@ def test_negative_id_never_captured_by_vllm():
 
 
 def test_unsorted_and_repeated_ids_arrive_in_layer_order():
-    r = by_engine(nested([28, 1, 15]), 32)['SGLang <PR#25454']
+    r = by_engine(nested([28, 1, 15]), 32)['SGLang 0.5.12']
     assert (r.resid, r.fed) == ((29, 2, 16), (2, 16, 29))
     assert any('layer order' in p for p in r.problems)
-    r = by_engine(nested([1, 1, 28]), 32)['SGLang <PR#25454']
+    r = by_engine(nested([1, 1, 28]), 32)['SGLang 0.5.12']
     assert r.fed == (2, 29)
 
 
 def test_empty_lists():
     rs = by_engine({KEY: [], 'eagle_config': {KEY: []}}, 32)
     for e in (VLLM, OLD_VLLM): assert rs[e].fed == (2, 16, 29) and rs[e].source == 'default'  # vLLM: empty list = absent
-    assert rs['SGLang <PR#25454'].fed == () and any('empty' in p for p in rs['SGLang <PR#25454'].problems)
+    assert rs['SGLang 0.5.12'].fed == () and any('empty' in p for p in rs['SGLang 0.5.12'].problems)
 
 
 def test_disagreements_format():
     rs = engine_readings(nested([2, 30, 58]), 61, 'kimi_k25')
     d = disagreements(rs)
     assert len(d) == 1
-    assert 'SGLang <PR#25454' in d[0] and 'resid[3, 31, 59]' in d[0] and 'resid[2, 30, 58]' in d[0]
+    assert 'SGLang 0.5.12' in d[0] and 'resid[3, 31, 59]' in d[0] and 'resid[2, 30, 58]' in d[0]
     assert disagreements([]) == []
 
 
@@ -436,7 +440,7 @@ def test_wiring_table():
     assert [c.strip() for c in lines[0].split(' | ')] == ['engine', 'field', 'ids', 'resid fed', 'problems']
     for col in ['engine', 'field', 'ids', 'resid fed', 'problems']: assert col in lines[0]
     rows = {e: next(l for l in lines if l.startswith(e)) for e in ENGINES}
-    assert '[2, 18, 34]' in rows['SGLang <PR#25454'] and '[1, 17, 33]' in rows['SGLang <PR#25454']
+    assert '[2, 18, 34]' in rows['SGLang 0.5.12'] and '[1, 17, 33]' in rows['SGLang 0.5.12']
     assert '[2, 18, 33]' in rows[OLD_VLLM] and 'hard-coded default' in rows[OLD_VLLM] and 'not read' in rows[OLD_VLLM]
     assert '[1, 17, 33]' in rows[VLLM] and 'eagle_config' in rows[VLLM]
 

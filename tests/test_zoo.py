@@ -118,8 +118,8 @@ def test_offdefault_config_and_wiring(off_pair):
     by_engine = {e: load_pair('zoo:tiny-dsv3', f'zoo:{OFF}', engine=e).wiring.resid_layers for e in ('sglang', 'sglang-legacy', 'vllm', 'eagle')}
     assert by_engine == {'sglang': (3, 8, 10), 'sglang-legacy': (4, 9, 11), 'vllm': (3, 8, 10), 'eagle': (2, 6, 9)}
     fed = {r.engine: r.fed for r in engine_readings(cfg, 12, 'deepseek_v3')}
-    assert fed['vLLM top-level only'] == fed['EAGLE authors'] == (2, 6, 9)                 # the default: wrong in every chunk
-    assert fed['SpecForge (HF capture)'] == fed['SGLang <PR#25454'] == (4, 9, 11)
+    assert fed['vLLM 0.21'] == fed['EAGLE authors'] == (2, 6, 9)                 # the default: wrong in every chunk
+    assert fed['SpecForge (HF capture)'] == fed['SGLang 0.5.12'] == (4, 9, 11)
 
 def test_offdefault_shares_the_sibling_vocabulary(off_pair):
     sib, _ = load_draft('zoo:tiny-dsv3-eagle3', target=off_pair.target)

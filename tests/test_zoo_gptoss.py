@@ -96,7 +96,7 @@ def test_engine_readings_of_gpt_oss_py(pair):
     cfg = json.loads((zoo_root()/'tiny-gptoss-eagle3'/'config.json').read_text())
     assert cfg['eagle_config']['eagle_aux_hidden_state_layer_ids'] == [1, 3, 4] and 'rope_scaling' not in cfg
     fed = {r.engine: r.fed for r in engine_readings(cfg, 8, 'gpt_oss')}
-    assert fed['SGLang >=PR#25454'] == TRAINED and fed['vLLM 0.32'] == (1, 3, 4), fed
+    assert fed['SGLang 0.5.23'] == TRAINED and fed['vLLM 0.32'] == (1, 3, 4), fed
     assert resolve_wiring(cfg, 8, 'sglang==0.5.23', 'gpt_oss').resid_layers == TRAINED
     assert pair.wiring.resid_layers == TRAINED
     assert load_pair('zoo:tiny-gptoss', engine='vllm==0.32.0').wiring.resid_layers == (1, 3, 4)
