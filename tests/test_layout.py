@@ -14,7 +14,7 @@ def chapters()->dict:
     for i, nb in enumerate(sorted((ROOT/'nbs').glob('[0-9]*.ipynb'))):
         for c in json.loads(nb.read_text())['cells']:
             if m := re.search(r'^#\|\s*default_exp\s+(\S+)', ''.join(c['source']), re.M):
-                out['eagle3_workbench.' + m[1].removesuffix('.__init__')] = (i, nb.stem)
+                out[('eagle3_workbench.' + m[1]).removesuffix('.__init__')] = (i, nb.stem)   # sglang.__init__ -> .sglang, __init__ -> the package
     return out
 
 def modules()->dict:
@@ -50,7 +50,8 @@ def defined(tree)->set:
 MODS, ORDER = modules(), chapters()
 
 def test_every_module_has_a_chapter():
-    assert set(MODS) - {'eagle3_workbench'} == set(ORDER), set(MODS) ^ set(ORDER)
+    "The package's own `__init__.py` too: `09_api` exports it (the top-level names), nbdev writing its version line."
+    assert set(MODS) == set(ORDER), set(MODS) ^ set(ORDER)
 
 @pytest.mark.parametrize('name', sorted(ORDER))
 def test_imports_flow_down_the_chapters(name):
@@ -64,9 +65,12 @@ def test_imports_flow_down_the_chapters(name):
         assert not (missing := [n for n in names if n != '*' and n not in defined(MODS[mod][0])]), \
             f"{name} imports {missing} from {mod}, which does not define them (a re-export)"
 
+TOP_LEVEL_LAZY = 'eagle3_workbench'   # its __getattr__ imports the entry points when used (09_api): the one allowed
+
 def test_no_reexport_or_module_getattr():
+    "No module keeps names alive at a second address; the package's top level, whose lazy names are its front door, excepted."
     for name, (tree, _) in MODS.items():
-        assert '__getattr__' not in defined(tree), f"{name} defines a module __getattr__"
+        assert name == TOP_LEVEL_LAZY or '__getattr__' not in defined(tree), f"{name} defines a module __getattr__"
         assert '_all_' not in defined(tree), f"{name} re-exports names through _all_"
 
 ENGINE_TEXT = re.compile(r'^(sglang|vllm|trtllm|specforge|speculators)(==\S+|-legacy)$')
