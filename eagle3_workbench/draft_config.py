@@ -5,7 +5,7 @@
 # %% ../nbs/00n_draft_config.ipynb #ae50ce61
 from __future__ import annotations
 from dataclasses import dataclass, field
-from .conventions import TRAINERS, TRAINER_ROWS, TrainerRules
+from .conventions import TRAINERS, TRAINER_ROWS, TrainerRules, require_eagle3
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'ModelLoadError', 'DraftConfig']
@@ -81,6 +81,7 @@ class DraftConfig:
                  )->DraftConfig:
         "Parse a draft config dict as `trainer` reads it (the parsing rules are the next sections'); errors name the key."
         if trainer not in TRAINERS: raise ModelLoadError(f"{source}: trainer={trainer!r}, expected one of {TRAINERS}")
+        require_eagle3(d, source)   # a DFlash, DSpark, P-EAGLE or MTP config is refused by name, never parsed as EAGLE-3
         R = TRAINER_ROWS[trainer].rules
         def need(k):
             v = d.get(k)
