@@ -107,6 +107,7 @@ def any_matcher(patterns, # None (match everything), a pattern, or a list of pat
 ENGINE_PHASES = ('extend', 'draft_extend', 'draft[i]', 'verify', 'draft_extend_after_verify')   # one cycle, in order
 PHASE_PAIRS = {'extend': ('extend', 'draft_extend'), 'verify': ('verify', 'draft_extend_after_verify')}
 _DRAFT_STEP = re.compile(r'draft\[(\d+)\]')
+_LAYER = re.compile(r'\blayers\.(\d+)\b')   # a module of decoder layer i: sorted by i, not as text
 
 def phase_pair(phase:str)->tuple:
     "(target phase, draft phase) shown together for `phase`: extend and verify pair with the draft's extend after them."
@@ -126,7 +127,7 @@ def point_key(p:str)->tuple:
     end = max(pt.stage for pt in TARGET_POINTS.values()) + 1
     if (k := resid_k(p)) is not None: return (TARGET_POINTS['target.resid[k]'].stage, k, p)
     if p in TARGET_POINTS: return (TARGET_POINTS[p].stage, 0, p)
-    if p.startswith('module:target:'): return (end, 0, p)
+    if p.startswith('module:target:'): return (end, int(m[1]) if (m := _LAYER.search(p)) else -1, p)
     if p in DRAFT_POINTS: return (end + 1 + DRAFT_POINTS[p].stage, 0, p)
     return (float('inf'), 0, p)
 

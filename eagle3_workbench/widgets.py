@@ -5,25 +5,31 @@
 # %% ../nbs/06_widgets.ipynb #6f6e8c21
 from __future__ import annotations
 import html, json
+from contextlib import nullcontext
+from typing import NamedTuple
 import ipywidgets as W
 from IPython.display import display
 from .capture import Capture, layer_mlp_points, fc_input_sources
 from .points import phase_pair, phase_key, point_key, resid_k
-from .engine import Session, ExtendResult, VerifyResult
+from .engine import Session, ExtendResult, DraftResult, VerifyResult
+from .accepts import chain_accepts
 from .recording import Recording
 from .scores import recorded_prompts
-from .conventions import parse_wiring, format_wiring, default_resid_layers
-from .engine_rows import ENGINE_NAMES, RESID
+from .conventions import parse_wiring, format_wiring, default_resid_layers, AUX_KEY
+from .engine_rows import FAMILIES, RESID
 from .engines import Engine
-from .wiring import wiring_from_ids, engine_reading
+from .wiring import engine_reading
+from .doctor import diagnose, training_dump_match
 from . import figures as fg, result_figures as rf
 from .plotstyle import PLOTLY_CONFIG
 
 # %% auto #0
-__all__ = ['WiringInput', 'timeline', 'stage_line', 'arrived', 'PhaseView', 'RecordedPrompts', 'Stepper', 'stepper']
+__all__ = ['UNKNOWN', 'WiringInput', 'Trained', 'trained_on', 'dump_trained', 'timeline', 'stage_line', 'arrived', 'wiring_head',
+           'PhaseView', 'RecordedPrompts', 'prompt_differences', 'telling_prompt', 'Said', 'Stepper', 'stepper']
 
 # %% ../nbs/06_widgets.ipynb #fbafea5d
 _WIDE = dict(style={'description_width': 'initial'})
+_FAMILY_OPTIONS = [('resid indices', RESID)] + [(f.title, k) for k, f in FAMILIES.items() if k != RESID]   # engines as users name them
 
 class WiringInput:
     "The wiring box: an engine and release, the ids as that engine reads them, and the resid[k] they feed, shown as typed."
@@ -32,50 +38,92 @@ class WiringInput:
                 ):
         self.pair, e = pair, pair.wiring.engine
         r = engine_reading(pair.draft.config.raw, pair.n_layers, e, pair.model_type) if wiring is None else None
-        name, rel = (e.key, '') if e.key in ENGINE_NAMES else (e.family, e.release or '')   # a release named: its family and release
-        start = (name, r.ids) if r is not None and r.ids is not None else (RESID, wiring or pair.wiring.resid_layers)
-        self.engine = W.Dropdown(options=[('resid indices', RESID)] + [(k, k) for k in ENGINE_NAMES if k != RESID], value=start[0],
-                                 description='engine', layout=W.Layout(width='230px'), **_WIDE)
-        self.release = W.Text(value=rel if start[0] != RESID else '', placeholder='newest', description='release', layout=W.Layout(width='150px'), **_WIDE)
-        self.ids = W.Text(value=format_wiring(start[1]), description='ids', layout=W.Layout(width='260px'), **_WIDE)
+        self.engine = W.Dropdown(options=_FAMILY_OPTIONS, value=RESID, description='engine', layout=W.Layout(width='230px'), **_WIDE)
+        self.release = W.Text(placeholder='default', description='release', layout=W.Layout(width='150px'), **_WIDE)
+        self.ids = W.Text(description='ids', layout=W.Layout(width='260px'), **_WIDE)
         self.preview = W.HTML()
+        if r is not None and r.ids is not None:   # the config's ids under the pair's engine, as family and release (no internal row name)
+            self.engine.value, self.release.value, self.ids.value = e.family, e.release or '', format_wiring(r.ids)
+        if wiring is not None or self.resolve()[0] != tuple(pair.wiring.resid_layers):   # the box would not read as the session feeds: resid indices
+            self.engine.value, self.release.value, self.ids.value = RESID, '', format_wiring(wiring or pair.wiring.resid_layers)
         for w in (self.engine, self.release, self.ids): w.observe(lambda _: self.show(), 'value')
         self.box = W.VBox([W.HBox([self.engine, self.release, self.ids]), self.preview])
         self.show()
 
-    def read(self)->tuple: # the resid indices to feed, chunk order
-        "The resid indices the typed ids feed; a ValueError naming the field when they cannot be read."
-        text = self.ids.value.strip()
+    def engine_(self)->Engine:
+        "The engine release selected: the family, and the release typed (the family's default release when none)."
+        rel = self.release.value.strip()
+        return Engine.parse(self.engine.value + (f"=={rel}" if rel else ''), 'release')
+
+    def resolve(self)->tuple: # (the resid indices to feed, or None; the sentence the preview shows and Apply says)
+        "What the typed ids feed, or why they cannot be applied: one answer for the preview and for Apply."
+        text, n, k, mt = self.ids.value.strip(), self.pair.n_layers, self.pair.draft.config.num_aux, self.pair.model_type
         if self.engine.value == RESID:
             try: w = parse_wiring(text)
-            except ValueError: raise ValueError(f"resid indices {text!r}: expected integers or 'zero', comma-separated, e.g. 2,6,9") from None
-            if w is None: raise ValueError("resid indices: type the resid[k] to feed, e.g. 2,6,9")
-            return w
-        try: ids = [int(x) for x in text.split(',')]
-        except ValueError: raise ValueError(f"ids {text!r}: expected integers as the engine reads them, comma-separated, e.g. 1,5,8") from None
-        return self.reading(ids).resid_layers
+            except ValueError: return None, f"resid indices {text!r}: expected integers or 'zero', comma-separated, e.g. 2,6,9"
+            if w is None: return None, "resid indices: type the resid[k] to feed, e.g. 2,6,9"
+            if bad := [j for j in w if j is not None and not 0 <= j <= n]:
+                return None, f"resid indices {list(w)}: resid[{bad[0]}] does not exist, a target with {n} layers has resid[0..{n}]"
+            who, why = f"resid indices {list(w)}", []
+        else:
+            try: ids = [int(x) for x in text.split(',')]
+            except ValueError: return None, f"ids {text!r}: expected integers as the engine reads them, comma-separated, e.g. 1,5,8"
+            try: e = self.engine_()
+            except ValueError as x: return None, str(x)
+            r = engine_reading({'eagle_config': {AUX_KEY: ids}, AUX_KEY: ids}, n, e, mt, trtllm_layers=ids if e.rules(mt).reads == 'serving' else None)
+            who, w, why = f"{e.title} reads ids {ids} as resid{list(r.resid)}", r.fed, r.problems
+            if stop := [x for x in (e.reach(j, n, mt) for j in r.resid) if x.how in ('crash', 'unsupported')]:
+                return None, f"{who}, and {stop[0].why}"
+        if len(w) != k:
+            return None, f"{who}: the draft would get {len(w)} states (resid{list(w)}) but takes {k} aux chunks" + (f" ({why[0]})" if why else '')
+        return tuple(w), f"{who}" + (f"; {'; '.join(why)}" if why else '')
 
-    def reading(self, ids): # a `wiring.Wiring`: the resid fed, why, and the problems
-        "What the selected engine release feeds for `ids`."
-        rel = self.release.value.strip()
-        return wiring_from_ids(ids, self.pair.n_layers, Engine.parse(self.engine.value + (f"=={rel}" if rel else ''), 'engine'), self.pair.model_type)
+    def read(self)->tuple: # the resid indices to feed, chunk order
+        "The resid indices the typed ids feed; a ValueError with the preview's sentence when they cannot be applied."
+        w, said = self.resolve()
+        if w is None: raise ValueError(said)
+        return w
 
     def said(self)->str:
-        "How the box reads, for a status line: 'sglang ids [-1, 1, 5]' or 'resid indices'."
-        return 'resid indices' if self.engine.value == RESID else f"{self.engine.value}{'==' + self.release.value.strip() if self.release.value.strip() else ''} ids [{self.ids.value.strip()}]"
+        "How the box reads, for a status line: 'sglang==0.5.6 ids [-1, 1, 5]' or 'resid indices'."
+        rel = self.release.value.strip()
+        return 'resid indices' if self.engine.value == RESID else f"{self.engine.value}{'==' + rel if rel else ''} ids [{self.ids.value.strip()}]"
 
     def show(self):
-        "Label the ids field for the selected engine and show what the typed ids feed, or why they cannot be read."
+        "Label the ids field for the selected engine and show what the typed ids feed, or, in words, why Apply would refuse them."
         resid = self.engine.value == RESID
         self.ids.description, self.ids.placeholder = ('resid', 'e.g. 2,6,9 (zero: a chunk of zeros)') if resid else ('ids', 'as the engine reads its config, e.g. 1,5,8')
         self.release.disabled = resid
-        try:
-            w, why = self.read(), ''
-            if not resid:
-                r = self.reading([int(x) for x in self.ids.value.split(',')])
-                why = ' '.join([html.escape(r.reason)] + [f"<span style='color:#cf222e'>{html.escape(p)}</span>" for p in r.problems])
-            self.preview.value = f"<span class='e3-feeds'>&rarr; feeds <b>resid{list(w)}</b></span> <small>{why}</small>"
-        except ValueError as e: self.preview.value = f"<span style='color:#cf222e'>{html.escape(str(e))}</span>"
+        if not resid: self.release.placeholder = f"default {Engine.parse(self.engine.value).release or 'as stored'}"
+        w, said = self.resolve()
+        self.preview.value = (f"<span class='e3-feeds'>&rarr; feeds <b>resid{list(w)}</b></span> <small>{html.escape(said)}</small>" if w is not None else
+                              f"<span class='e3-refused' style='color:#cf222e'>&#10007; cannot be applied: {html.escape(said)}</span>")
+
+# %% ../nbs/06_widgets.ipynb #2954b8d4
+class Trained(NamedTuple):
+    "What the draft was trained on, as far as the stepper knows it, and who says so."
+    resid: tuple|None = None   # resid indices in chunk order; None: not known
+    source: str = ''           # 'the training dump', 'the doctor: MISWIRED', or why it is not known
+
+    def said(self)->str:
+        "'resid[3, 31, 59] (the doctor: MISWIRED)', or 'unknown (ask the doctor)' where nothing said it yet."
+        return f"resid{list(self.resid)} ({self.source})" if self.resid is not None else f"unknown ({self.source or 'ask the doctor'})"
+
+UNKNOWN = Trained()
+_NAMES_TRAINED = ('AUX_LAYERS_MISMATCH', 'AUX_ORDER')   # the doctor's findings that name the trained layers (its recommendation)
+
+def trained_on(diagnosis)->Trained:
+    "What a `Diagnosis` says the draft was trained on: the layers a mismatch names, the fed ones where it says OK; else not known, and why."
+    d, v = diagnosis, diagnosis.verdict.upper()
+    if d.recommendation is not None and any(f.code in _NAMES_TRAINED for f in d.findings): return Trained(tuple(d.recommendation.resid_layers), f"the doctor: {v}")
+    if d.verdict == 'ok' and d.configured: return Trained(tuple(d.configured), f"the doctor: {v}")
+    return Trained(None, f"the doctor could not tell: {v}" + (f", it recommends resid{list(d.recommendation.resid_layers)}" if d.recommendation else ''))
+
+def dump_trained(pair, folder)->Trained:
+    "What a SpecForge or speculators training dump says the draft was trained on (`doctor.training_dump_match`), or why it cannot tell."
+    sim, fs = training_dump_match(pair, folder)
+    if sim is not None and all(sim['identified']): return Trained(tuple(sim['trained']), 'the training dump')
+    return Trained(None, f"the training dump does not tell: {fs[0].message if fs else 'no chunk matches a layer'}")
 
 # %% ../nbs/06_widgets.ipynb #75711964
 def timeline(session)->dict: # (phase, cycle) -> the history entry holding that phase's records, in the order they ran
@@ -105,36 +153,50 @@ def stage_line(entry, # a history entry (its `captures`)
     return (f"{r.point} [{r.phase}, cycle {r.cycle}] shape={tuple(r.shape)} norm_mean={st['norm_mean']:.4g} std={st['std']:.4g} "
             f"absmax={st['absmax']:.4g} nan={st['nan']} inf={st['inf']} first5={[round(x, 4) for x in st['first5']]}")
 
-def arrived(entry, phase:str, pair)->list: # lines of text, one per chunk; [] when the phase has no fc input
-    "Which target tensor arrived in each chunk of the draft's fc input in this phase, against what the config reads."
+def arrived(entry, phase:str, pair,
+            trained:Trained=UNKNOWN, # what the draft was trained on, as far as known (`trained_on`)
+           )->list: # lines of text, one per chunk; [] when the phase has no fc input
+    "Which target tensor arrived in each chunk of the draft's fc input in this phase, against what the config reads and what the draft was trained on."
     tph, dph = phase_pair(phase)
     fc = next((r for r in entry.captures if r.point == 'draft.fc.in' and r.phase == dph), None)
     if fc is None: return []
     if fc.tensor is None: return ["which tensor arrived in each chunk: tick 'full capture' and run this phase again (statistics cannot tell)"]
     w, k, fed = pair.wiring, pair.draft.config.num_aux, getattr(entry, 'wiring', None)
     cands = [r for r in entry.captures if r.phase == tph and r.point != 'target.logits' and r.point.startswith(('target.', 'module:target:'))]
-    head = f"which tensor arrived in each chunk (your wiring fed resid{list(fed) if fed is not None else '?'}; the config reads resid{list(w.resid_layers)} as {w.engine} reads it):"
-    return [head] + [_chunk_said(s) for s in fc_input_sources(fc, cands, k, w.resid_layers if len(w.resid_layers) == k else None, pair.n_layers)]
+    head = (f"which tensor arrived in each chunk (fed resid{list(fed) if fed is not None else '?'}; the config reads resid{list(w.resid_layers)} "
+            f"as {w.engine.title} reads it; trained on: {trained.said()}):")
+    return [head] + [_chunk_said(s, trained) for s in fc_input_sources(fc, cands, k, w.resid_layers if len(w.resid_layers) == k else None, pair.n_layers)]
 
-def _chunk_said(s)->str:
-    "A chunk's match against what the config reads ('config reads'), never the word 'wired' (your wiring is the header's)."
-    if s.wired is None: return str(s)
-    said = str(s._replace(wired=None))
-    return said + (', as the config reads' if s.matched and s.point and resid_k(s.point) == s.wired else f"; the config reads resid[{s.wired}]")
+def _chunk_said(s, trained:Trained)->str:
+    "A chunk's match against what the config reads and what the draft was trained on, never the word 'wired' (the fed wiring is the header's)."
+    said = str(s._replace(wired=None)) if s.wired is not None else str(s)
+    got = resid_k(s.point) if s.matched and s.point else None
+    if s.wired is not None: said += ', as the config reads' if got == s.wired else f"; the config reads resid[{s.wired}]"
+    if trained.resid is None: return said + '; trained on: unknown (ask the doctor)'
+    t = trained.resid[s.chunk]
+    return said + (', as trained' if got == t else f"; trained on resid[{t}]")
 
 # %% ../nbs/06_widgets.ipynb #6531512c
 _FRESH = ("nothing run yet: press Extend to run the prompt through the target (its stages {src}) and the draft's extend;\n"
           "then Draft, Verify (or Step for both) and pick a phase, cycle and stage above to see what each stage received.\n")
 
+def wiring_head(session, trained:Trained=UNKNOWN)->str:
+    "The strip's header: what the draft was trained on, what the config reads, what was fed last and what the next verify feeds."
+    w, now = session.pair.wiring, tuple(session.wiring)
+    fed = [tuple(h.wiring) for h in session.history if getattr(h, 'wiring', None) is not None]
+    said = f"fed resid{list(fed[-1])}" + (f", the next verify feeds resid{list(now)}" if fed[-1] != now else '') if fed else f"feeds resid{list(now)}"
+    if trained.resid is not None: said += ' (as trained)' if now == tuple(trained.resid) else ' (not what it was trained on)'
+    return f"trained on: {trained.said()} · the config reads resid{list(w.resid_layers)} as {w.engine.title} reads it · {said}"
+
 class PhaseView:
-    "The session's timeline drawn: token strip, phase / cycle / stage selectors, the pipeline figure, the selected stage's line."
+    "The session's timeline drawn: the wiring header and token strip, phase / cycle / stage selectors, the pipeline figure, the selected stage's line."
     def __init__(self, session, tokenizer=None):
-        self.session, self.tokenizer, self.fig, self.detail_text, self._busy = session, tokenizer, None, '', False
-        self.strip, self.detail, self.figure = W.HTML(), W.HTML(), W.Output()
+        self.session, self.tokenizer, self.fig, self.detail_text, self._busy, self.trained = session, tokenizer, None, '', False, UNKNOWN
+        self.head, self.strip, self.detail, self.figure = W.HTML(), W.HTML(), W.HTML(), W.Output()
         self.phase, self.cycle, self.stage = (W.Dropdown(options=[], description=d, **_WIDE) for d in ('phase', 'cycle', 'stage'))
         for w in (self.phase, self.cycle): w.observe(lambda _: self.redraw(), 'value')
         self.stage.observe(lambda _: self.show_stage(), 'value')
-        self.box = W.VBox([self.strip, W.HBox([self.phase, self.cycle, self.stage]), self.detail, self.figure])   # the answer next to its selectors
+        self.box = W.VBox([self.head, self.strip, W.HBox([self.phase, self.cycle, self.stage]), self.detail, self.figure])   # the answer next to its selectors
 
     def entry(self): return timeline(self.session).get((self.phase.value, self.cycle.value))
 
@@ -161,7 +223,10 @@ class PhaseView:
         self._busy = True
         try: self._select(follow)
         finally: self._busy = False
-        h = self.session.history
+        h, t = self.session.history, self.trained
+        off = t.resid is not None and tuple(self.session.wiring) != tuple(t.resid)
+        self.head.value = (f"<div class='e3-wiring-head' style='font-size:12px;color:{'#cf222e' if off else '#57606a'}'>"
+                           f"{html.escape(wiring_head(self.session, t))}</div>")
         self.strip.value = rf.token_strip_html(h, self.tokenizer) if h else '<i>no tokens yet: press Extend</i>'
         self.draw(); self.show_stage()
 
@@ -185,7 +250,7 @@ class PhaseView:
         e = self.entry()
         if self._busy or e is None or self.stage.value is None: self.detail_text = ''; self.detail.value = ''; return
         lines = [stage_line(e, self.stage.value, self.phase.value)]
-        if self.stage.value == 'draft.fc.in': lines += arrived(e, self.phase.value, self.session.pair)
+        if self.stage.value == 'draft.fc.in': lines += arrived(e, self.phase.value, self.session.pair, self.trained)
         self.detail_text = '\n'.join(lines)
         self.detail.value = f"<pre class='e3-detail' style='font-size:12px;line-height:1.35;margin:2px 0'>{html.escape(self.detail_text)}</pre>"
 
@@ -202,17 +267,42 @@ class RecordedPrompts:
     def ids(self)->list: return self._ids[self.box.value]    # the selected prompt's token ids
     def text(self)->str: return self._texts[self.box.value]  # ... as the prompt box shows it
 
+# %% ../nbs/06_widgets.ipynb #3dd56e88
+def prompt_differences(pair, # a `Pair` whose target is a `Recording`
+                       fed, trained, # the two wirings compared
+                       steps:int, # the chain drafted per cycle (speculative_num_steps)
+                      )->list: # per recorded prompt: (mean accept length fed `fed`, fed `trained`); None where no cycle ran
+    "Every recorded prompt stepped to the recording's end under two wirings, as the stepper steps it (a `Session` each)."
+    def mean(p, w):
+        rs = Session(pair, wiring=w, speculative_num_steps=steps).run(1 << 30, prompt=p)
+        return sum(r.verify.accept_length for r in rs) / len(rs) if rs else None
+    return [(mean(p, fed), mean(p, trained)) for p in recorded_prompts(pair.target)]
+
+def telling_prompt(diffs:list)->int|None:
+    "The recorded prompt where the trained wiring accepts most over the fed one, the first of equals (None where it gains on none)."
+    gains = [(b - a, -i) for i, (a, b) in enumerate(diffs) if a is not None and b is not None]
+    g, i = max(gains, default=(0, 0))
+    return -i if g > 0 else None
+
 # %% ../nbs/06_widgets.ipynb #5aed48a2
 _CANNOT_RUN = ("the draft config's wiring cannot run on this target: {why}. The stepper feeds resid{w} instead (the default "
                "for a {n}-layer target): type the wiring the draft was trained on in the wiring box and press Apply settings, or ask the "
-               "doctor which one it is (doctor.diagnose(pair), or `eagle3-workbench doctor`), and correct the config with its edit.")
+               "doctor which one it is (press Ask the doctor, call `doctor.diagnose(pair)`, or run `eagle3-workbench diagnose --target T "
+               "--draft D`), and correct the config with its edit.")
+
+class Said(Exception):
+    "A refusal the status line says in words, without an exception's type: what to do instead."
+
+_ASK = 'Ask the doctor'
 
 class Stepper:
-    "Buttons over one `Session`: Extend, Draft, Verify, Step, Run N, Reset, settings, the wiring box and full capture; a `PhaseView` of its history."
+    "Buttons over one `Session`: Extend, Draft, Verify, Step, Run N, Reset, settings, the wiring box, full capture and the doctor's answer; a `PhaseView` of its history."
     def __init__(self, pair=None, # a loaded `Pair`; default: the zoo pair
-                 prompt:str|None=None, # initial prompt text; default: the first zoo prompt
+                 prompt:str|None=None, # initial prompt text; default: the first zoo prompt (a recording: the recorded prompt that shows the fault, when known)
                  wiring=None, # resid indices to feed; default: the pair's configured wiring
                  points=None, # what the capture records; default: every resid[k], the final norm, each layer's output without its residual, logits, the draft
+                 diagnosis=None, # the doctor's `Diagnosis` of this pair, when already made: what the draft was trained on
+                 training_dump=None, # a SpecForge or speculators dump folder: what the draft was trained on
                  **settings): # `SpecSettings` fields
         from eagle3_workbench.loading import load_pair
         from eagle3_workbench.prompts import read_prompts
@@ -220,19 +310,19 @@ class Stepper:
         recorded = isinstance(pair.target, Recording)   # its stages come from the recording: resid[k] and the logits it holds
         live = [] if recorded else ['target.norm', *layer_mlp_points(pair.target)]
         pts = list(points or ['target.resid[*]', *live, 'target.logits', 'draft.*'])
-        cap, self.cannot_run = Capture(pair.target, pair.draft, points=pts, mode='stats'), None
+        cap, self.cannot_run, self.diagnosis = Capture(pair.target, pair.draft, points=pts, mode='stats'), None, diagnosis
         try: self.session = Session(pair, wiring=wiring, capture=cap, **settings)
         except ValueError as e:   # the config's wiring cannot run on this target: open on one that does, and say why
             if wiring is not None: raise
             self.cannot_run, wiring = str(e), default_resid_layers(pair.n_layers)
             self.session = Session(pair, wiring=wiring, capture=cap, **settings)
-        s = self.session.settings
+        s, self.opened_on = self.session.settings, tuple(self.session.wiring)
         self.picker = RecordedPrompts(pair) if recorded else None
         first = self.picker.text() if recorded else read_prompts(n=1)[0]
         self.prompt = W.Textarea(value=prompt if prompt is not None else first, description='prompt', placeholder='the prompt to extend'
                                  + ('' if pair.tokenizer is not None else ' (token ids, e.g. 5 17 23)'), layout=W.Layout(width='100%', height='80px'), **_WIDE)
         if recorded: self.picker.box.observe(lambda _: setattr(self.prompt, 'value', self.picker.text()), 'value')
-        self.buttons = {n: W.Button(description=n) for n in ('Extend', 'Draft', 'Verify', 'Step', 'Run N', 'Reset')}
+        self.buttons = {n: W.Button(description=n) for n in ('Extend', 'Draft', 'Verify', 'Step', 'Run N', 'Reset', _ASK)}
         self.run_n = W.BoundedIntText(value=16, min=1, max=4096, description='N tokens', layout=W.Layout(width='150px'), **_WIDE)
         self.steps = W.BoundedIntText(value=s.speculative_num_steps, min=0, max=64, description='steps', layout=W.Layout(width='120px'), **_WIDE)
         self.topk = W.BoundedIntText(value=s.speculative_eagle_topk, min=0, max=4096, description='top-k', layout=W.Layout(width='120px'), **_WIDE)
@@ -240,29 +330,55 @@ class Stepper:
         self.wiring, self.apply = WiringInput(pair, None if wiring is None else self.session.wiring), W.Button(description='Apply settings')
         self.full = W.Checkbox(value=False, description='full capture (keep tensors: which tensor arrived in each fc chunk)', indent=False,
                                layout=W.Layout(width='auto'), **_WIDE)
-        self.status, self.status_text = W.HTML().add_class('e3-status'), ''
+        self.status, self.status_text, self.note, self.note_text = W.HTML().add_class('e3-status'), '', W.HTML().add_class('e3-prompt-note'), ''
         self.view = PhaseView(self.session, pair.tokenizer)
         for n, b in self.buttons.items(): b.on_click(lambda _, n=n: self.act(n))
         self.apply.on_click(lambda _: self.act('Apply'))
         self.full.observe(lambda ch: self.set_full(ch['new']), 'value')
-        self.ui = W.VBox(([self.picker.box] if recorded else []) + [self.prompt, W.HBox(list(self.buttons.values()) + [self.run_n]),
+        self.ui = W.VBox(([self.picker.box, self.note] if recorded else []) + [self.prompt, W.HBox(list(self.buttons.values()) + [self.run_n]),
                           W.HBox([self.steps, self.topk, self.temperature, self.apply]),
                           self.wiring.box, self.full, self.status, self.view.box])
-        self.view.redraw()
+        self.learn(dump_trained(pair, training_dump) if training_dump is not None else trained_on(diagnosis) if diagnosis is not None else UNKNOWN, prompt is None)
+        self._ready()
         if self.cannot_run: self._say(_CANNOT_RUN.format(why=self.cannot_run, w=list(wiring), n=pair.n_layers), False)
 
     @property
     def capture(self)->Capture: return self.session.capture   # the session's capture: the stepper holds no records of its own
+    @property
+    def trained(self)->Trained: return self.view.trained       # what the draft was trained on, as far as known
     def _ipython_display_(self): display(self.ui)
+
+    def learn(self, trained:Trained, pick:bool=True):
+        "Show what the draft was trained on everywhere, and (a recording) open on the recorded prompt that shows it most when `pick`."
+        self.view.trained = trained
+        if self.picker is not None: self._say_prompt(pick)
+        self.view.redraw()
+
+    def _say_prompt(self, pick:bool):
+        "Which recorded prompt shows the difference between the wiring opened on and the trained one, or that none does or none is known."
+        t, fed, steps = self.trained, self.opened_on, self.session.settings.speculative_num_steps
+        if t.resid is None: msg = "which recorded prompt shows the fault is not known: what the draft was trained on is unknown (ask the doctor)"
+        elif tuple(t.resid) == fed: msg = f"fed resid{list(fed)}, as trained: no recorded prompt shows a difference, there is none"
+        else:
+            d = prompt_differences(self.pair, fed, t.resid, steps)
+            i, say = telling_prompt(d), lambda i: f"{d[i][0]:.2f} fed resid{list(fed)} vs {d[i][1]:.2f} as trained, resid{list(t.resid)}"
+            if i is None: msg = f"no recorded prompt shows the difference: on none of the {len(d)} does accept length rise as trained ({say(0)} on prompt 1)"
+            else:
+                if pick: self.picker.box.value = i
+                msg = (f"recorded prompt {i + 1} shows the difference most: accept length {say(i)} (chain of {steps} steps over the recorded tokens)"
+                       + (f"; prompt 1: {say(0)}" if i else ''))
+        self.note_text = msg
+        self.note.value = f"<small style='color:#57606a'>{html.escape(msg)}</small>"
 
     def set_full(self, on:bool):
         "Keep tensors (capture mode 'full') from the next action on, or statistics only."
         self.capture.mode = 'full' if on else 'stats'
         self._say(f"full capture {'on: the next actions keep every tensor' if on else 'off: statistics only'}", True)
 
-    def _say(self, msg:str, ok:bool, busy:bool=False):
+    def _say(self, msg:str, ok, busy:bool=False): # ok: True (green), False (red) or 'warn' (amber)
         self.status_text = msg
-        self.status.value = f"<span class='{'e3-busy' if busy else ''}' style='color:{'#6e7781' if busy else '#1a7f37' if ok else '#cf222e'}'>{html.escape(msg)}</span>"
+        color = '#6e7781' if busy else {True: '#1a7f37', False: '#cf222e', 'warn': '#9a6700'}[ok]
+        self.status.value = f"<span class='{'e3-busy' if busy else ''}' style='color:{color}'>{html.escape(msg)}</span>"
 
     def tokens_text(self, ids)->str:
         "Tokens as a person reads them: each token's text, quoted; ids where the pair has no tokenizer."
@@ -275,43 +391,73 @@ class Stepper:
         if self.picker is not None and p == self.picker.text(): return self.picker.ids()   # the recorded prompt, token for token
         return p if self.pair.tokenizer is not None else [int(x) for x in p.replace(',', ' ').split()]
 
+    def _ready(self):
+        "Every control enabled, except Verify while no draft waits for it."
+        for b in (*self.buttons.values(), self.apply): b.disabled = False
+        h = self.session.history
+        self.buttons['Verify'].disabled = not (h and isinstance(h[-1], DraftResult))
+        self.buttons['Verify'].tooltip = None if not self.buttons['Verify'].disabled else 'nothing to verify: press Draft first (or Step)'
+
     def act(self, name:str):
-        "Run one button's action on the session, then show the phase it produced; errors go to the status line."
-        controls = [*self.buttons.values(), self.apply]
-        for b in controls: b.disabled = True   # busy: no second action while one runs (1-3 s on a large recording)
+        "Run one button's action on the session, then show the phase it produced; errors and refusals go to the status line."
+        for b in (*self.buttons.values(), self.apply): b.disabled = True   # busy: no second action while one runs (1-3 s on a large recording)
         self._say(f"working: {name} ...", True, busy=True)
+        self._tone = True
         try:
             try:
-                with self.capture: msg, ok = self._do(name), True
+                with nullcontext() if name == _ASK else self.capture: msg, ok = self._do(name), self._tone   # the doctor runs outside the capture
+            except Said as e: msg, ok = str(e), False
             except Exception as e: msg, ok = f"error: {type(e).__name__}: {e}", False
             self.view.redraw(follow=True)
             self._say(msg, ok)   # last: a new status line means the view shows the action's phase
-        finally:
-            for b in controls: b.disabled = False
+        finally: self._ready()
 
     def _do(self, name:str)->str: # the status line
         "One button's action on the session; a fresh prompt drops the records of the sequence before it."
         s, T, recs = self.session, self.tokens_text, self.capture.records
         n0 = len(recs)
+        if name == _ASK: return _ask(self)
         if name == 'Extend':
             r = s.extend(self._prompt()); del recs[:n0]
             return f"extend: {len(r.prompt_ids)} prompt tokens, next token {T(r.next_token)}"
         if name == 'Draft': r = s.draft(); return f"draft: proposed {len(r.tokens)} tokens, waiting for verify: {T(r.tokens)}"
         if name == 'Verify':
+            if not (s.history and isinstance(s.history[-1], DraftResult)): raise Said("nothing to verify: press Draft first (or Step, which drafts and verifies)")
             r = s.verify()
             return (f"verify: accepted {r.accepted} of {len(r.proposed)} ({T(r.accepted_tokens) or 'none'}), "
                     f"accept length {r.accept_length}, bonus {T(r.bonus)}")
         if name == 'Step': r = s.step().verify; return f"cycle {r.cycle}: accepted {r.accepted}, accept length {r.accept_length}: {T(r.emitted)}"
-        if name == 'Run N':
-            fresh = not s.tokens
-            rs = s.run(self.run_n.value, prompt=self._prompt() if fresh else None)
-            if fresh: del recs[:n0]
-            return f"ran {len(rs)} cycles, mean accept length {sum(x.verify.accept_length for x in rs)/max(1, len(rs)):.2f}"
+        if name == 'Run N': return _run_n(self)
         if name == 'Reset': s.reset(); recs.clear(); return 'reset'
-        s.configure(wiring=self.wiring.read(), speculative_num_steps=self.steps.value, speculative_eagle_topk=self.topk.value, temperature=self.temperature.value)
+        w, said = self.wiring.resolve()
+        if w is None: raise Said(f"not applied: {said}")
+        s.configure(wiring=w, speculative_num_steps=self.steps.value, speculative_eagle_topk=self.topk.value, temperature=self.temperature.value)
         st = s.settings
         return (f"settings applied: wiring resid{list(s.wiring)} ({self.wiring.said()}), steps {st.speculative_num_steps}, "
                 f"top-k {st.speculative_eagle_topk}, temperature {st.temperature:g}; the next verify feeds the new wiring")
+
+def _ask(st)->str:
+    "The doctor's answer for the stepper's pair (made now, or the one it has), shown as what the draft was trained on."
+    had, fed = st.diagnosis is not None, None if st.cannot_run or st.opened_on == tuple(st.pair.wiring.resid_layers) else st.opened_on
+    st.diagnosis = st.diagnosis or diagnose(st.pair, wiring=fed, progress=False)   # a stepper opened on another wiring: that one diagnosed
+    st.learn(trained_on(st.diagnosis), not st.session.history)   # a session under way keeps its prompt
+    d = st.diagnosis
+    return (f"the doctor ({'asked before' if had else f'{d.seconds:.1f} s'}{f', fed resid{list(fed)}' if fed else ''}): {d.verdict.upper()}; trained on: {st.trained.said()}"
+            + (f"; {st.note_text}" if st.picker is not None else ''))
+
+def _run_n(st)->str:
+    "Run N: cycles until N tokens; where the recording holds no more tokens for this prompt, say so and how to record more."
+    s, recs = st.session, st.capture.records
+    fresh, n0 = not s.tokens, len(recs)
+    rs = s.run(st.run_n.value, prompt=st._prompt() if fresh else None)
+    if fresh: del recs[:n0]
+    if s.stopped in ('recording', 'positions') and len(rs) < st.run_n.value:
+        st._tone = 'warn'
+        where = ("the recording holds no more tokens for this prompt" if s.stopped == 'recording' else "the target's positions end here")
+        more = ": record it again with more, `eagle3-workbench record --max-new-tokens M`" if s.stopped == 'recording' else ''
+        if not rs: return f"ran no cycle: {where} ({len(s.tokens)} tokens stepped){more}"
+        return f"ran {len(rs)} cycles, mean accept length {sum(x.verify.accept_length for x in rs)/len(rs):.2f}; then {where}{more}"
+    return f"ran {len(rs)} cycles, mean accept length {sum(x.verify.accept_length for x in rs)/max(1, len(rs)):.2f}"
 
 # %% ../nbs/06_widgets.ipynb #35dc79ac
 def stepper(pair=None, **kw)->Stepper:

@@ -71,7 +71,7 @@ def test_bad_settings_show_in_ui_and_keep_session(st):
     st.steps.value = 0; st.apply.click()
     assert 'error' in st.status.value and 'speculative_num_steps=0' in st.status.value
     st.steps.value = 3; st.wiring.engine.value = 'resid'; st.wiring.ids.value = '2,3,99'; st.apply.click()
-    assert 'out of range' in st.status.value
+    assert 'resid[99] does not exist' in st.status.value and 'Error' not in st.status_text
     st.wiring.ids.value = '2,x'; st.apply.click()
     assert "resid indices '2,x'" in st.status_text and '2,x' in html.unescape(st.wiring.preview.value)
     st.buttons['Draft'].click(); st.buttons['Draft'].click()
@@ -86,7 +86,7 @@ def test_bad_settings_show_in_ui_and_keep_session(st):
 def test_fc_input_match_names_the_embedding(zoo):
     "The founding case: the zoo draft trained on resid[2, 6, 9] fed resid[0, 2, 6]; full capture says chunk 0 is the embedding."
     st = stepper(zoo, prompt='def add(a, b):', speculative_num_steps=3)
-    assert st.pair.wiring.resid_layers == (2, 6, 9) and st.wiring.engine.value == 'sglang-pr25454' and st.wiring.ids.value == '1,5,8'
+    assert st.pair.wiring.resid_layers == (2, 6, 9) and (st.wiring.engine.value, st.wiring.release.value, st.wiring.ids.value) == ('sglang', '0.5.23', '1,5,8')
     st.wiring.engine.value, st.wiring.release.value, st.wiring.ids.value = 'sglang', '0.5.23', '0,2,6'   # PR #25454: verbatim
     assert 'feeds <b>resid[0, 2, 6]</b>' in st.wiring.preview.value
     st.apply.click(); st.full.value = True
@@ -94,8 +94,8 @@ def test_fc_input_match_names_the_embedding(zoo):
     st.view.stage.value = 'draft.fc.in'
     lines = st.view.detail_text.splitlines()
     assert lines[0].startswith('draft.fc.in [draft_extend, cycle 0]')
-    assert lines[2:] == ['chunk 0 = resid[0] (the embedding); the config reads resid[2]', 'chunk 1 = resid[2]; the config reads resid[6]',
-                         'chunk 2 = resid[6]; the config reads resid[9]'], lines
+    assert lines[2:] == [c + '; trained on: unknown (ask the doctor)' for c in ('chunk 0 = resid[0] (the embedding); the config reads resid[2]',
+                         'chunk 1 = resid[2]; the config reads resid[6]', 'chunk 2 = resid[6]; the config reads resid[9]')], lines
     # the neighbours: a chunk fed a layer's output without its residual, or the final norm's output, is named as such
     from eagle3_workbench.capture import fc_input_sources
     e = st.session.history[0]
@@ -141,3 +141,84 @@ def test_doctor_display_and_sweep_labels(zoo):
     best = next(r for r in d.sweep if r.get('best'))
     assert f"best resid{best['resid_layers']}:" in fig.layout.title.text and 'configured configured' not in fig.layout.title.text
     assert all(y.startswith('resid[') for y in fig.data[0].y), fig.data[0].y
+
+# --- the stepper and the doctor tell one story (issue 50: items 1, 6, 7) ---
+DEEP_REC, DEEP_DRAFT = 'tests/fixtures/recordings/sglang-deep-dsv3', 'zoo:deep-dsv3-eagle3'
+
+@pytest.fixture(scope='module')
+def deep():
+    from eagle3_workbench.recording import recorded_pair
+    from pathlib import Path
+    return recorded_pair(str(Path(__file__).parent.parent/DEEP_REC), draft=DEEP_DRAFT)
+
+def _trained_in_report(d)->tuple:
+    "The layers the doctor's mismatch finding names, read from its message ('... but trained on resid[3, 31, 59] ...')."
+    f = next(f for f in d.findings if f.code == 'AUX_LAYERS_MISMATCH')
+    return tuple(int(x) for x in re.search(r'trained on resid\[([\d, ]+)\]', f.message)[1].split(', '))
+
+def test_deep_stepper_says_trained_on_unknown_then_agrees_with_the_doctor(deep):
+    "61 layers, fed resid[2, 30, 58] as the config reads: before the doctor is asked nothing sounds fine; after, trained-on is the report's."
+    from eagle3_workbench.doctor import diagnose
+    st = stepper(deep, speculative_num_steps=3)
+    st.full.value = True
+    st.buttons['Extend'].click(); st.buttons['Step'].click(); st.view.stage.value = 'draft.fc.in'
+    chunks = st.view.detail_text.splitlines()[2:]
+    assert chunks == [f'chunk {i} = resid[{k}], as the config reads; trained on: unknown (ask the doctor)' for i, k in enumerate((2, 30, 58))], chunks
+    assert 'trained on: unknown (ask the doctor)' in html.unescape(st.view.head.value) and 'not known' in st.note_text
+    d = diagnose(deep, progress=False)                                   # the report's answer, asked independently
+    trained = _trained_in_report(d)
+    assert d.verdict == 'miswired' and trained == (3, 31, 59)
+    st.buttons['Ask the doctor'].click()
+    assert st.trained.resid == trained and 'MISWIRED' in st.status_text, st.status_text
+    head = re.sub(r'<[^>]+>', '', html.unescape(st.view.head.value))
+    assert head.startswith(f'trained on: resid{list(trained)} (the doctor: MISWIRED)') and 'the config reads resid[2, 30, 58] as SGLang 0.5.23 reads it' in head
+    assert 'fed resid[2, 30, 58] (not what it was trained on)' in head and 'pr25454' not in head
+    st.view.cycle.value = 0; st.view.stage.value = 'draft.fc.in'
+    chunks = st.view.detail_text.splitlines()[2:]
+    assert chunks == [f'chunk {i} = resid[{k}], as the config reads; trained on resid[{t}]' for i, (k, t) in enumerate(zip((2, 30, 58), trained))], chunks
+
+def test_deep_stepper_opens_on_the_prompt_that_shows_the_fault(deep):
+    "Given the doctor's answer, the recorded prompt opened on is the one whose accept length gains most as trained, stepped here."
+    from eagle3_workbench.doctor import diagnose
+    from eagle3_workbench.engine import Session
+    from eagle3_workbench.scores import recorded_prompts
+    d = diagnose(deep, progress=False)
+    st = stepper(deep, speculative_num_steps=3, diagnosis=d)
+    mean = lambda p, w: (lambda rs: sum(r.verify.accept_length for r in rs) / len(rs))(Session(deep, wiring=w, speculative_num_steps=3).run(10**6, prompt=p))
+    gains = [mean(p, _trained_in_report(d)) - mean(p, (2, 30, 58)) for p in recorded_prompts(deep.target)]
+    assert gains[0] == 0 and max(gains) > 0                               # prompt 1 hides the fault; another shows it
+    assert st.picker.box.value == gains.index(max(gains)) and st.prompt.value == st.picker.text()
+    assert st.note_text.startswith(f'recorded prompt {gains.index(max(gains)) + 1} shows the difference most'), st.note_text
+
+def test_sglang_056_founding_ids_refused_in_the_previews_words(zoo):
+    "ids -1,1,5 on SGLang 0.5.6: the preview says why (resid[0] crashes that release), Apply refuses with that sentence, nothing in bold."
+    from eagle3_workbench.engines import Engine
+    st = stepper(zoo, prompt='def add(a, b):', speculative_num_steps=3)
+    assert [l for l, _ in st.wiring.engine.options][:3] == ['resid indices', 'SGLang', 'vLLM'] and (st.wiring.engine.value, st.wiring.release.value) == ('sglang', '0.5.23')
+    st.wiring.engine.value, st.wiring.release.value, st.wiring.ids.value = 'sglang', '0.5.6', '-1,1,5'
+    why = Engine.parse('sglang==0.5.6').reach(0, zoo.n_layers, zoo.model_type)
+    assert why.how == 'crash' and why.why in html.unescape(st.wiring.preview.value) and '<b>' not in st.wiring.preview.value
+    st.apply.click()
+    assert st.status_text == f"not applied: {st.wiring.resolve()[1]}" and why.why in st.status_text and 'Error' not in st.status_text
+    assert st.session.wiring == (2, 6, 9)
+    st.wiring.ids.value = '2,6,9'; st.apply.click()                          # what the preview shows is what Apply feeds
+    assert st.session.wiring == st.wiring.resolve()[0] == (3, 7, 10) and 'feeds <b>resid[3, 7, 10]</b>' in st.wiring.preview.value
+
+def test_module_stages_sort_in_layer_order(zoo):
+    st = stepper(zoo, prompt='def add(a, b):', speculative_num_steps=3)
+    st.buttons['Extend'].click()
+    mods = [o for o in st.view.stage.options if o.startswith('module:target:')]
+    assert [int(re.search(r'layers\.(\d+)\.', o)[1]) for o in mods] == list(range(zoo.n_layers))
+
+def test_verify_before_draft_and_a_used_up_recording_say_what_to_do(zoo):
+    from eagle3_workbench.recording import record, recorded_pair
+    st = stepper(recorded_pair(record(zoo, ['def add(a, b):'], max_new_tokens=8, steps=3)), speculative_num_steps=3)
+    st.buttons['Extend'].click()
+    assert st.buttons['Verify'].disabled
+    st.buttons['Verify'].click()
+    assert st.status_text == 'nothing to verify: press Draft first (or Step, which drafts and verifies)'
+    st.run_n.value = 4096; st.buttons['Run N'].click(); st.buttons['Run N'].click()
+    assert st.status_text.startswith('ran no cycle: the recording holds no more tokens for this prompt') and 'record --max-new-tokens' in st.status_text
+    assert '#1a7f37' not in st.status.value                                # not green
+    st.wiring.engine.value, st.wiring.ids.value = 'resid', '0,2,6'; st.apply.click()
+    assert 'the next verify feeds resid[0, 2, 6]' in html.unescape(st.view.head.value)
