@@ -12,7 +12,7 @@ from .engine_rows import SGLANG, VLLM, VERIFY_ROWS
 from .engines import Engine
 from .stats import pooled_mean, within_slopes, slope_se, t_quantile
 from .texts import text_and_name
-from .sglang.log import read_server_log
+from .sglang.log import read_server_log, line_weights
 
 # %% auto #0
 __all__ = ['SETTINGS_NAMES', 'MIN_REQUESTS', 'Observed', 'json_ready', 'engine_settings', 'logged_settings',
@@ -163,17 +163,17 @@ def _when(stamp:str|None)->datetime|None:
     m = _VLLM_TIME.search(stamp)
     return datetime(2000, *map(int, m.groups())) if m else None
 
-def _timeline(rows:list, # (line number, time stamp or None, accept length, weight) per acceptance line
+def _timeline(rows:list, # (line number, time stamp or None, accept length, weight[, requests averaged: SGLang's #running-req]) per line
               restarts:list, # line numbers that start a new server lifetime
              )->list:
-    "One dict per acceptance line: t (seconds since the first), accept_length, weight, segment, line; [] unless every line has a time."
-    times = [_when(t) for _, t, _, _ in rows]
+    "One dict per acceptance line: t (seconds since the first), accept_length, weight, batch, segment, line; [] unless every line has a time."
+    times = [_when(r[1]) for r in rows]
     if not rows or None in times: return []
     out, prev, shift = [], None, timedelta(0)
-    for (line, _, a, w), t in zip(rows, times):
+    for (line, _, a, w, *b), t in zip(rows, times):
         if prev is not None and t + shift < prev - timedelta(days=1): shift += timedelta(days=366 if (t + shift).year % 4 == 0 else 365)
         prev = t + shift
-        out.append(dict(t=(prev - times[0]).total_seconds(), accept_length=float(a), weight=float(w), line=line,
+        out.append(dict(t=(prev - times[0]).total_seconds(), accept_length=float(a), weight=float(w), batch=b[0] if b else None, line=line,
                         segment=sum(r < line for r in restarts)))
     seg0 = out[0]['segment']
     for r in out: r['segment'] -= seg0
@@ -376,16 +376,16 @@ def read_sglang_server_info(src, # SGLang /get_server_info JSON: path or text
 
 def read_sglang_log(src, # an SGLang server log: path or text
                    )->Observed:
-    "The accept lengths of an SGLang server log's decode lines, one group per line."
+    "The accept lengths of an SGLang server log's decode lines, one group per line holding its accept len once per request it averaged."
     text, name = text_and_name(src)
     rows = [r for r in read_server_log(text) if r.get('accept_len') is not None]
     if not rows: raise ValueError(f"{name}: no 'Decode batch' line with an accept len: was the server run with --speculative-algorithm "
                                   f"and a --decode-log-interval small enough to log during the requests?")
-    restarts = [i for i, line in enumerate(text.splitlines(), 1) if _SGL_RESTART.search(line)]
+    restarts, w = [i for i, line in enumerate(text.splitlines(), 1) if _SGL_RESTART.search(line)], line_weights(rows)
     settings, notes = _named(logged_settings, name)(text, SGLANG)
-    return Observed(Engine.named(SGLANG), f"{name} (SGLang server log, {len(rows)} decode lines)", groups=[[float(r['accept_len'])] for r in rows],
-                    settings=settings, timeline=_timeline([(r['line'], r['time'], r['accept_len'], 1) for r in rows], restarts),
-                    notes=["each decode line averages its logging interval; lines weigh equally and the interval resamples them"] + notes)
+    said = "lines weighted by #running-req (accept len: accepted over batch sizes summed)" if all(r.get('running_req') for r in rows) else "lines weigh the same: one has no #running-req"
+    return Observed(Engine.named(SGLANG), f"{name} (SGLang server log, {len(rows)} decode lines)", groups=[[float(r['accept_len'])] * k for r, k in zip(rows, w)],
+                    settings=settings, timeline=_timeline([(r['line'], r['time'], r['accept_len'], k, k) for r, k in zip(rows, w)], restarts), notes=[said] + notes)
 
 # %% ../nbs/04b_outputs.ipynb #c87c604a
 def read_observed(src, # what the deployment printed: a file path (or the text itself)
@@ -474,7 +474,7 @@ def acceptance_trend(observed:Observed, # an output read from a log (`Observed.t
                      min_lines:int=10, # fewer timed lines: not enough evidence
                      n:int=2000, seed:int=0, level:float=0.95,
                     )->Trend:
-    "Does the deployment's accept length fall over time within server lifetimes? A slope with its interval, and the resets."
+    "Does the deployment's accept length fall over time within server lifetimes (and equal #running-req)? A slope with its interval, and the resets."
     tl = observed.timeline
     if len(tl) < min_lines: return Trend('not enough evidence', None, None, len(tl), 0, 0.0,
                                          notes=[f"{len(tl)} timed acceptance lines, at least {min_lines} are needed (a log; other outputs have no time course)"])
@@ -482,16 +482,18 @@ def acceptance_trend(observed:Observed, # an output read from a log (`Observed.t
     y = torch.tensor([r['accept_length'] for r in tl], dtype=torch.float64)
     w = torch.tensor([r['weight'] for r in tl], dtype=torch.float64)
     seg = torch.tensor([r['segment'] for r in tl])
-    spans = [float(t[seg == s].max() - t[seg == s].min()) for s in seg.unique().tolist()]
-    if max(spans) <= 0: return Trend('not enough evidence', None, None, len(tl), len(spans), 0.0, notes=["the lines span no time within a lifetime"])
+    st = torch.unique(torch.tensor([[r['segment'], r.get('batch') or 0] for r in tl]), dim=0, return_inverse=True)[1]   # lifetime x #running-req
+    spans, S = [float(t[seg == s].max() - t[seg == s].min()) for s in seg.unique().tolist()], int(st.max()) + 1
+    if (held := sum(int((st == s).sum()) for s in range(S) if t[st == s].max() > t[st == s].min())) < min_lines:   # lines with a stratum-mate in time
+        return Trend('not enough evidence', None, None, len(tl), len(spans), max(spans), notes=[f"{held} lines have another of their lifetime and #running-req at another time; {min_lines} needed"])
     m, L = len(tl), max(1, round(len(tl) ** (1 / 3)))
-    slope = float(within_slopes(t, y, w, seg, torch.arange(m)[None])[0])
+    slope = float(within_slopes(t, y, w, st, torch.arange(m)[None])[0])
     gen, per = torch.Generator().manual_seed(seed), -(-m // L)
     starts = torch.randint(0, m - L + 1, (n, per), generator=gen)
-    idx = (starts[..., None] + torch.arange(L)).reshape(n, -1)[:, :m]
-    boot = torch.cat([within_slopes(t, y, w, seg, idx[i:i + max(1, (1 << 21) // m)]) for i in range(0, n, max(1, (1 << 21) // m))])
+    idx, B = (starts[..., None] + torch.arange(L)).reshape(n, -1)[:, :m], max(1, (1 << 22) // (m * S))   # B resamples a pass: a B x m x S one-hot
+    boot = torch.cat([within_slopes(t, y, w, st, idx[i:i + B]) for i in range(0, n, B)])
     lo, hi = boot.quantile(torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)).tolist()
-    half = t_quantile((1 + level) / 2, max(1, m - len(spans) - 1)) * slope_se(t, y, w, seg, slope)
+    half = t_quantile((1 + level) / 2, max(1, m - S - 1)) * slope_se(t, y, w, st, slope)
     lo, hi = min(lo, slope - half), max(hi, slope + half)   # the wider of the two intervals
     down = hi < 0 and slope * max(spans) < -tol
     return Trend('drifting down' if down else 'no drift', slope, (lo, hi), m, len(spans), max(spans), _resets(y, seg))

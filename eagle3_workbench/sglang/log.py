@@ -11,7 +11,7 @@ from ..records import Record, Origin
 from .readers import is_number
 
 # %% auto #0
-__all__ = ['read_server_log', 'server_log_figure', 'read_debug_lines']
+__all__ = ['read_server_log', 'line_weights', 'weighted_accept_len', 'server_log_figure', 'read_debug_lines']
 
 # %% ../../nbs/02e_sglang_log.ipynb #9fb271bc
 _DECODE = re.compile(r'Decode batch(?: \[(\d+)\])?[.,]?\s*(.*)$')
@@ -46,6 +46,20 @@ def read_server_log(text_or_path, # the log text, or the path of a log file
         out.append(row)
     return out
 
+# %% ../../nbs/02e_sglang_log.ipynb #bb3ee200
+def line_weights(rows:list, # rows of `read_server_log`
+                )->list: # one weight per row: its `#running-req`; all 1 when a row has none
+    "The requests each decode line's accept len averages over (SGLang's denominator, up to the interval): its `#running-req`."
+    n = [r.get('running_req') for r in rows]
+    return n if n and all(type(k) is int and k > 0 for k in n) else [1] * len(rows)
+
+def weighted_accept_len(rows:list, # rows of `read_server_log` (those without an accept len are left out)
+                       )->float|None: # None when no row has an accept len
+    "The accept length of a log's decode lines together: each line's accept len weighted by the requests it averaged."
+    rows = [r for r in rows if r.get('accept_len') is not None]
+    w = line_weights(rows)
+    return sum(k * r['accept_len'] for k, r in zip(w, rows)) / sum(w) if rows else None
+
 # %% ../../nbs/02e_sglang_log.ipynb #c3f8cbe0
 def _log_rows(timeline)->tuple:
     "(the rows with an accept length, whether all have a time, the ranks that log, a summary) of a timeline."
@@ -55,8 +69,7 @@ def _log_rows(timeline)->tuple:
                                   "and a --decode-log-interval small enough to log during the requests?")
     by_time = all(r['time'] for r in rows)
     ranks = sorted({r['tp'] for r in rows}, key=lambda t: -1 if t is None else t)
-    mean = sum(r['accept_len'] for r in rows) / len(rows)
-    return rows, by_time, ranks, f"{len(rows)} decode lines, mean accept len {mean:.2f}"
+    return rows, by_time, ranks, f"{len(rows)} decode lines, accept len {weighted_accept_len(rows):.2f} weighted by #running-req"
 
 def _eager(rows)->list:
     "The rows whose cuda / cpu / npu graph flag is False: passes that ran eagerly."
