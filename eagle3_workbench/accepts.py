@@ -5,7 +5,7 @@
 # %% ../nbs/03a_accepts.ipynb #6a379957
 from __future__ import annotations
 import torch
-from .teacher import ttt_forward
+from .teacher import ttt_forward, fc_input
 from .recording import Recording
 from .engine import SpecSettings, summarize
 from .stats import paired_change
@@ -26,15 +26,15 @@ def chain_accepts(rec:Recording, draft, seqs:list, # the recorded sequences (pro
         j = i + 1
         while j < len(order) and (j + 1 - i) * rec.sequences[seqs[order[j]]]['tokens'] <= batch_tokens: j += 1
         idx = order[i:j]; T = rec.sequences[seqs[idx[-1]]]['tokens']
-        x, feats = torch.zeros(len(idx), T, dtype=torch.long), []
+        x = torch.zeros(len(idx), T, dtype=torch.long)
         dt = next(draft.parameters()).dtype
         for r, q in enumerate(idx): x[r, :rec.sequences[seqs[q]]['tokens']] = rec.tokens(seqs[q])
-        for k in wiring:
+        def padded(k):   # resid[k] of each sequence in the draft's dtype, zero-padded to T (all zeros for a None slot)
             f = torch.zeros(len(idx), T, rec.hidden_size, dtype=dt)
             if k is not None:
                 for r, q in enumerate(idx): f[r, :rec.sequences[seqs[q]]['tokens']] = rec.resid(k, seqs[q]).to(dt)
-            feats.append(f)
-        pred = [draft.to_target_ids(lg.argmax(-1)) for lg in ttt_forward(draft, torch.cat(feats, -1), x, steps)]   # step k at t: token t + 2 + k
+            return f
+        pred = [draft.to_target_ids(lg.argmax(-1)) for lg in ttt_forward(draft, fc_input(padded, wiring), x, steps)]   # step k at t: token t + 2 + k
         for r, q in enumerate(idx):
             n, P = rec.sequences[seqs[q]]['tokens'], rec.prompt_len(seqs[q])
             toks, t, cycles = x[r, :n].tolist(), P - 1, []

@@ -10,8 +10,8 @@ import torch
 from .points import resid_k, mlp_layer
 
 # %% auto #0
-__all__ = ['LAYER_INPUT_NORM', 'NEIGHBOURS', 'MATCH_TOL', 'neighbour_name', 'said', 'flat_positions', 'relative_errors',
-           'ChunkMatch', 'match_chunks']
+__all__ = ['LAYER_INPUT_NORM', 'NEIGHBOURS', 'MATCH_TOL', 'REL_FLOOR', 'neighbour_name', 'said', 'flat_positions',
+           'relative_error', 'ChunkMatch', 'match_chunks']
 
 # %% ../nbs/00i_chunks.ipynb #de640367
 LAYER_INPUT_NORM = re.compile(r'module:target:(?:.+\.)?layers\.(\d+)\.input_layernorm')   # decoder layer i's input norm
@@ -49,12 +49,14 @@ def flat_positions(p)->list|None:
 # %% ../nbs/00i_chunks.ipynb #05815991
 MATCH_TOL = 0.05   # a chunk within this mean relative error of a candidate is that candidate (measured above)
 
-def relative_errors(x:torch.Tensor, # [..., T, H] what was fed
-                    y:torch.Tensor, # [..., T, H] the candidate, broadcast against x
-                   )->torch.Tensor: # [..., T]
-    "Per token, ||x - y|| / ||y|| (float64)."
-    x, y = x.double(), y.double()
-    return (x - y).norm(dim=-1) / y.norm(dim=-1).clamp_min(1e-6)
+REL_FLOOR = 1e-12   # the least reference norm divided by: only a zero row is ever raised to it (why: above)
+
+def relative_error(a:torch.Tensor, # [..., T, H] what is measured (what was fed, served, another rank's)
+                   b:torch.Tensor, # [..., T, H] the reference (the candidate, the dump's, rank 0's), broadcast against a
+                  )->torch.Tensor: # [..., T]
+    "Per token, ||a - b|| / ||b|| in float64: the package's one relative error."
+    a, b = a.double(), b.double()
+    return (a - b).norm(dim=-1) / b.norm(dim=-1).clamp_min(REL_FLOOR)
 
 @dataclass
 class ChunkMatch:
@@ -84,7 +86,7 @@ def match_chunks(fed:torch.Tensor, # [T, n_chunks * H] (or [..., T, n_chunks * H
     for c, chunk in enumerate(fed.reshape(-1, fed.shape[-1]).chunk(n_chunks, -1)):
         cands = candidates(chunk) if callable(candidates) else candidates
         cands = {n: t.reshape(-1, t.shape[-1]) for n, t in cands.items() if t is not None and t.reshape(-1, t.shape[-1]).shape == chunk.shape}
-        errors = {n: float(relative_errors(chunk, t).mean()) for n, t in cands.items()}
+        errors = {n: float(relative_error(chunk, t).mean()) for n, t in cands.items()}
         cosines = {n: float(torch.nn.functional.cosine_similarity(chunk.double(), t.double(), dim=-1).mean()) for n, t in cands.items()}
         exact = [n for n, t in cands.items() if torch.equal(chunk, t.to(chunk.dtype))]
         best = exact[0] if exact else min(errors, key=errors.get, default=None)

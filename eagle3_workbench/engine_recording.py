@@ -11,6 +11,7 @@ import torch
 from .records import RAW_PASS, RAW_PROCESS
 from .layouts import rank_place, rank_key
 from .findings import Finding
+from .chunks import relative_error
 from .loading import load_state_dict, load_tokenizer
 from .formats import resolve_path, read_config, weight_files
 from .recording import RecordingWriter, Recording, new_request, new_manifest, open_recording
@@ -123,8 +124,8 @@ def _load(file:Path, name:str, a:int|None=None, b:int|None=None)->torch.Tensor:
         return f.get_slice(name)[a:b] if a is not None else f.get_tensor(name)
 
 def _rel(x:torch.Tensor, y:torch.Tensor)->float:
-    "The largest per-token relative difference of two [T, H] tensors."
-    return float(((x.double() - y.double()).norm(dim=-1) / x.double().norm(dim=-1).clamp_min(1e-30)).max()) if x.numel() else 0.
+    "The largest per-token relative difference of two [T, H] tensors, x the reference (`chunks.relative_error`)."
+    return float(relative_error(y, x).max()) if x.numel() else 0.
 
 class LayoutError(ValueError):
     "A raw folder whose ranks or stages do not fit together, with the finding code of the failure class it shows."

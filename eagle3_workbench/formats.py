@@ -14,7 +14,8 @@ from .target import zoo_root
 
 # %% auto #0
 __all__ = ['PICKLED', 'Provenance', 'some_of', 'detect_provenance', 'flatten_config', 'canonical_keys', 'lacks', 'resolve_path',
-           'ConfigDict', 'read_config', 'weight_files', 'weight_names', 'DraftSource', 'read_draft']
+           'ConfigDict', 'read_config', 'safetensors_header', 'weight_files', 'weight_names', 'DraftSource',
+           'read_draft']
 
 # %% ../nbs/01a_formats.ipynb #79f4eda0
 @dataclass
@@ -195,19 +196,21 @@ def read_config(path, # a model directory or a config.json file
     return cfg
 
 # %% ../nbs/01a_formats.ipynb #a400e0df
-def _safetensors_header(f:Path)->dict:
+def safetensors_header(f, # a .safetensors file
+                       error:type=ModelLoadError, # the exception raised for a file that is not a whole safetensors file
+                      )->tuple: # (the header: name -> dtype, shape, data_offsets; the byte where the tensors' data starts)
     "Parse and sanity-check a safetensors header without loading tensors."
-    size = f.stat().st_size
+    f = Path(f); size = f.stat().st_size
     with open(f, 'rb') as fh:
         raw = fh.read(8)
-        if len(raw) < 8: raise ModelLoadError(f"{f}: truncated safetensors file ({size} bytes)")
+        if len(raw) < 8: raise error(f"{f}: truncated safetensors file ({size} bytes)")
         n = struct.unpack('<Q', raw)[0]
-        if n > size - 8: raise ModelLoadError(f"{f}: truncated safetensors file (header says {n} bytes, file has {size})")
+        if n > size - 8: raise error(f"{f}: truncated safetensors file (header says {n} bytes, file has {size})")
         try: header = json.loads(fh.read(n))
-        except Exception as e: raise ModelLoadError(f"{f}: malformed safetensors header ({e})") from None
+        except Exception as e: raise error(f"{f}: malformed safetensors header ({e})") from None
     end = max((v['data_offsets'][1] for k,v in header.items() if k != '__metadata__'), default=0)
-    if 8 + n + end > size: raise ModelLoadError(f"{f}: truncated safetensors file (tensors need {8+n+end} bytes, file has {size})")
-    return header
+    if 8 + n + end > size: raise error(f"{f}: truncated safetensors file (tensors need {8+n+end} bytes, file has {size})")
+    return header, 8 + n
 
 def weight_files(path, # model directory
                 )->list: # the weight files, checked
@@ -224,13 +227,13 @@ def weight_files(path, # model directory
     if not files: files = sorted([*path.glob('pytorch_model*.bin'), *path.glob('*.pt'), *path.glob('*.ckpt')])
     if not files: raise ModelLoadError(f"{path}: no weights found (expected *.safetensors, pytorch_model.bin or *.pt)")
     for f in files:
-        if f.suffix == '.safetensors': _safetensors_header(f)
+        if f.suffix == '.safetensors': safetensors_header(f)
     return files
 
 # %% ../nbs/01a_formats.ipynb #ae0ec6c4
 def weight_names(files)->list:
     "Weight names from safetensors headers, without reading a tensor; pickled files show theirs only when loaded."
-    return [k for f in files if Path(f).suffix == '.safetensors' for k in _safetensors_header(Path(f)) if k != '__metadata__']
+    return [k for f in files if Path(f).suffix == '.safetensors' for k in safetensors_header(f)[0] if k != '__metadata__']
 
 @dataclass
 class DraftSource:

@@ -4,11 +4,12 @@
 
 # %% ../nbs/02i_recording.ipynb #49941d05
 from __future__ import annotations
-import hashlib, json, mmap, os, struct
+import hashlib, json, mmap, os
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from .target import target_parts
+from .formats import safetensors_header
 from .teacher import resid_forward, cache_kw
 
 # %% auto #0
@@ -24,18 +25,8 @@ class MappedSafetensors:
     "A safetensors file mapped, not read: `get(name)` is a zero-copy tensor over the file's bytes."
     def __init__(self, path):
         self.path = Path(path)
-        with open(self.path, 'rb') as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(8)
-            if len(head) < 8: raise ValueError(f"{self.path}: truncated ({size} bytes): not a whole safetensors file")
-            n = struct.unpack('<Q', head)[0]
-            if n > size - 8: raise ValueError(f"{self.path}: truncated: its header says {n} bytes, the file has {size - 8} after the length")
-            try: self.header = json.loads(f.read(n))
-            except (json.JSONDecodeError, UnicodeDecodeError): raise ValueError(f"{self.path}: its safetensors header is not JSON") from None
-            self.start = 8 + n
-            end = max((v['data_offsets'][1] for k, v in self.header.items() if k != '__metadata__'), default=0)
-            if self.start + end > size: raise ValueError(f"{self.path}: truncated: the tensors need {self.start + end} bytes, the file has {size}")
-            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else None
+        self.header, self.start = safetensors_header(self.path, ValueError)   # a whole file, so never empty: mapped below
+        with open(self.path, 'rb') as f: self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     def keys(self)->list: return [k for k in self.header if k != '__metadata__']
     def get(self, name:str)->torch.Tensor:
         if name not in self.header: raise KeyError(f"{self.path}: no tensor {name!r}")

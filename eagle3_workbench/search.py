@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 from .draft import DraftCache
-from .teacher import ttt_forward
+from .teacher import ttt_forward, fc_input
 from .recording import Recording
 from .scores import kept_scores, read_kept, keep_scores
 from .stats import (paired_change, paired_gain, beats, tied, holm_threshold, tokens_to_separate, ALPHA,
@@ -84,7 +84,7 @@ class AgreementTable:
 
     def features(self, b:int, wiring)->torch.Tensor: # [B, T, num_aux * H]
         "The draft's input for one batch, the wired resid[k] concatenated in chunk order."
-        return torch.cat([self.layer(b, k) for k in wiring], -1)
+        return fc_input(lambda k: self.layer(b, k), wiring)
 
     def _fc(self, b:int, wiring)->torch.Tensor:
         "The draft's fc output for one batch: a sum of kept per-chunk products where fc reads chunks independently."

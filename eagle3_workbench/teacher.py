@@ -11,7 +11,7 @@ from .draft import DraftCache, Eagle3Draft
 from .target import target_parts
 
 # %% auto #0
-__all__ = ['ResidStates', 'resid_forward', 'aux_features', 'cache_kw', 'ttt_forward', 'agreement_per_window']
+__all__ = ['ResidStates', 'resid_forward', 'fc_input', 'aux_features', 'cache_kw', 'ttt_forward', 'agreement_per_window']
 
 # %% ../nbs/01d_teacher.ipynb #432d3384
 class ResidStates(tuple):
@@ -30,6 +30,12 @@ def resid_forward(target, **kw)->tuple:
     with _last_layer_output(target) as held: out = target(output_hidden_states=True, **kw)
     return out, ResidStates(tuple(out.hidden_states[:-1]) + (held[-1],))
 
+def fc_input(resid, # k -> [..., T, H] resid[k] as the caller holds it (padded, cast); resid(None): the zeros a None slot feeds
+             resid_layers, # resid indices in chunk order
+            )->torch.Tensor: # [..., len(resid_layers) * H]
+    "The draft's fc input: each wired layer's resid[k] concatenated in chunk order (the package's one builder of it)."
+    return torch.cat([resid(k) for k in resid_layers], -1)
+
 def aux_features(states, # `ResidStates` (resid[0..N]), or a model's plain `hidden_states` (resid[0..N-1], then the post-norm output)
                  resid_layers, # resid indices in chunk order; None feeds zeros
                 )->torch.Tensor: # [..., len(resid_layers) * hidden]
@@ -39,7 +45,7 @@ def aux_features(states, # `ResidStates` (resid[0..N]), or a model's plain `hidd
     if any(k is not None and not 0 <= k <= top for k in resid_layers):
         raise ValueError(f"resid{list(resid_layers)}: " + (f"a {n}-layer target has resid[0..{n}]" if top == n else
                          f"resid[{n}] is not in transformers' hidden_states (its last entry is after the final norm): use `resid_forward`"))
-    return torch.cat([states[k] if k is not None else torch.zeros_like(states[0]) for k in resid_layers], -1)
+    return fc_input(lambda k: states[k] if k is not None else torch.zeros_like(states[0]), resid_layers)
 
 # %% ../nbs/01d_teacher.ipynb #0fa0b455
 def cache_kw(model)->str:

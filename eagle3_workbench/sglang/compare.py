@@ -11,7 +11,7 @@ from ..stages import pp_stage_findings, pp_layer_split
 from ..stats import bootstrap_ci, pooled_mean
 from ..points import SGLANG_PHASES, SGLANG_GRAPH_PHASES, phase_family, any_matcher
 from ..records import load_tensor
-from ..chunks import match_chunks, said, neighbour_name, flat_positions, MATCH_TOL
+from ..chunks import match_chunks, said, neighbour_name, flat_positions, relative_error, MATCH_TOL
 from .readers import ServerCapture, fmt_value, is_number
 
 # %% auto #0
@@ -303,7 +303,7 @@ def _procrustes_error(x:list, y:list)->float|None:
     tx, ty = torch.cat(x[1::2]).double(), torch.cat(y[1::2]).double()
     if fx.shape[0] < fx.shape[1] or not len(tx): return None
     u, _, vt = torch.linalg.svd(fx.T @ fy)
-    return float(((tx @ (u @ vt) - ty).norm(dim=-1) / ty.norm(dim=-1).clamp_min(1e-12)).mean())
+    return float(relative_error(tx @ (u @ vt), ty).mean())
 
 def _chunk_row(c:int, xs:list, ys:list, tol:float, tol_rotation:float, min_samples:int)->dict:
     "The rule above for one chunk: xs, ys the dump's and the served [T, H] rows of each paired sample."
@@ -311,7 +311,7 @@ def _chunk_row(c:int, xs:list, ys:list, tol:float, tol_rotation:float, min_sampl
     for x, y in zip(xs, ys):
         per['norm_ratio'].append((y.norm(dim=-1) / x.norm(dim=-1).clamp_min(1e-12)).tolist())
         per['cosine'].append(torch.nn.functional.cosine_similarity(x, y, dim=-1).tolist())
-        per['rel_error'].append(((y - x).norm(dim=-1) / x.norm(dim=-1).clamp_min(1e-12)).tolist())
+        per['rel_error'].append(relative_error(y, x).tolist())
     row = dict(chunk=c, **{k: pooled_mean(v) for k, v in per.items()},
                **{f'{k}_ci': bootstrap_ci(v) for k, v in per.items()}, rotation_error=None)
     (rl, rh), (cl, ch), (nl, nh) = row['rel_error_ci'], row['cosine_ci'], row['norm_ratio_ci']
