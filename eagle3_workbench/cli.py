@@ -144,12 +144,14 @@ def _wiring(a)->int:
     from eagle3_workbench.formats import read_draft
     from eagle3_workbench.wiring import engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note, pp_readings
     from eagle3_workbench.variants import variant_problems
+    from eagle3_workbench.family_wiring import block_wiring   # DFlash, DSpark: their engines' reading, not EAGLE-3's
     if a.trtllm_layers is not None and a.engine is None: a.engine = Engine.named(TRTLLM)
     if a.trtllm_layers is not None and a.engine.family != TRTLLM:
         raise ValueError(f"--trtllm-layers is TensorRT-LLM's serving option; --engine {a.engine} takes its layers from the draft config")
     src = read_draft(a.draft_config, weights=False)   # the weight names from the headers, where the folder has weights
     cfg, prov = src.raw, src.provenance
     n, mtype = _wiring_target(a)
+    if (out := block_wiring(cfg, n, mtype, a.engine, a.json, {'--pp': a.pp, '--pp-partition': a.pp_partition, '--trtllm-layers': a.trtllm_layers})) is not None: print(out); return EXIT_OK
     rs, note = engine_readings(cfg, n, mtype), sglang_rule_note(mtype)
     spec = a.engine
     mine = resolve_wiring(cfg, n, spec, mtype, a.trtllm_layers) if spec else None   # what `load_pair` would wire

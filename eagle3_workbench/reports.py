@@ -48,11 +48,13 @@ def check_report_input(out, # the HTML file to write
             raise ReportError(f"parameter {k}: {v}: no such file or directory", bad_input=True)
     try:   # the model configs and the recording's manifest (cheap; weights and shards are read in the kernel)
         from eagle3_workbench.formats import read_config, resolve_path
+        from eagle3_workbench.conventions import require_eagle3
         from eagle3_workbench.recording import is_recording
         if (k := 'recording') in parameters and parameters[k] is not None and not is_recording(parameters[k]):
             raise ValueError(f"{parameters[k]}: not a recording folder (no recording manifest.json; `record --out DIR` writes one)")
         for k in ('target', 'draft'):
-            if parameters.get(k) is not None and not (k == 'target' and parameters.get('recording')): read_config(resolve_path(parameters[k]))
+            if parameters.get(k) is not None and not (k == 'target' and parameters.get('recording')): c = read_config(resolve_path(parameters[k]))
+            if k == 'draft' and parameters.get(k) is not None: require_eagle3(c)   # a DFlash, DSpark, P-EAGLE or MTP draft: refused by name before the kernel starts
     except ValueError as e: raise ReportError(f"parameter {k}: {e}", bad_input=True) from None
     out = Path(out)
     if out.is_dir(): raise ReportError(f"--out {out}: is a directory, expected an HTML file path", bad_input=True)
