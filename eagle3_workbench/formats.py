@@ -8,7 +8,7 @@ import json, struct, warnings
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from .conventions import TRAINERS
+from .conventions import TRAINERS, require_eagle3
 from .draft_config import ModelLoadError, DraftConfig
 from .target import zoo_root
 
@@ -248,6 +248,7 @@ class DraftSource:
     def config(self)->DraftConfig:
         "The config as its trainer meant it; a ValueError naming the file and key when it cannot be parsed."
         src = getattr(self.raw, 'source', None) or str(self.path/'config.json')
+        require_eagle3(self.raw, src, self.names)   # a DFlash, DSpark, P-EAGLE or MTP checkpoint by name, before its layout is read as EAGLE-3's
         c = DraftConfig.from_dict(flatten_config(self.raw, self.provenance, src), source=src, trainer=self.provenance.trainer)
         c.raw = self.raw   # the config as written: wiring and the doctor read its ids where the trainer put them
         return c
@@ -262,6 +263,7 @@ def read_draft(path, # draft directory or `zoo:NAME`; with `weights=False` also 
     "A draft checkpoint as its trainer wrote it; errors name the file and key, before any tensor is read."
     path = resolve_path(path) if weights or str(path).startswith('zoo:') else Path(path).expanduser()   # a lone config.json: read_config names it
     raw, folder = read_config(path), (path if path.is_dir() else path.parent)
+    if weights: require_eagle3(raw)   # another family is named before its weights are looked for
     there = path.is_dir() and (any(path.glob('*.safetensors')) or (path/'model.safetensors.index.json').exists())
     files = weight_files(folder) if weights or there else []
     src = DraftSource(folder, raw, files, weight_names(files), detect_provenance(raw, weight_names(files), files))
