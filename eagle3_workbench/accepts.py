@@ -59,7 +59,8 @@ def accept_lengths(source, # (a, b) -> (Recording, sequences) of prompts a..b-1 
                    m:int, # how many prompts `source` has
                    draft, configured, # the draft; the wiring fed, or None when it cannot run
                    recommended, # the wiring to recommend
-                   n_prompts:int=8, tokens:int=24,
+                   n_prompts:int=8, # prompts to start on (the setup says when more were run, and why)
+                   tokens:int=24,
                    max_prompts:int=32, # double the prompts up to this many while the paired change is within noise
                    eos:int|None=None)->dict:
     "Chain accept length before / after the fix on the same prompts: {'before', 'after', 'change' (paired), 'setup'}."
@@ -75,5 +76,7 @@ def accept_lengths(source, # (a, b) -> (Recording, sequences) of prompts a..b-1 
         change = _paired_accept(before, after)
         if change['label'] != 'within noise' or k >= min(max_prompts, m): break
         k = min(2 * k, max_prompts, m)
+    more = (f" ({n_prompts} asked, doubled while the paired change was within noise)" if k > min(n_prompts, m)
+            else f" ({n_prompts} asked, {m} there are)" if k < n_prompts else '')
     return dict(before=summarize(before, steps) if before else None, after=summarize(after, steps), change=change,
-                setup=f"chain of {steps} steps, the first {k} prompts x {tokens} tokens, paired")
+                setup=f"chain of {steps} steps, the first {k} prompts x {tokens} tokens, paired{more}")

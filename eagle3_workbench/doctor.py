@@ -431,7 +431,8 @@ def diagnose(pair, # a loaded `Pair`
              deployment_prompt=None, # the prompt that deployment capture served
              algorithm:str='EAGLE3', # the --speculative-algorithm the draft is served with
              accept:bool=True, # also measure chain accept length before / after the recommendation, paired
-             accept_prompts:int=8, accept_tokens:int=24,
+             accept_prompts:int=8, # prompts the accept length starts on; doubled (up to 32) while the paired change is within noise
+             accept_tokens:int=24, # new tokens per prompt it counts
              progress:bool|None=None, # a progress bar over the doctor's stages; None: on in a Jupyter kernel (a notebook), off elsewhere
             )->Diagnosis:
     "Diagnose a target/draft pair: verdict, findings with evidence, and the corrected configuration per engine."
