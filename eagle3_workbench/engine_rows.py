@@ -433,29 +433,43 @@ DISAGG_MODES = ('prefill', 'decode')   # SGLang's --disaggregation-mode values t
 
 # %% ../nbs/00a_engine_rows.ipynb #bffb30b2
 class Verify(NamedTuple):
-    "How one engine release verifies a request that samples, by device."
+    "How one engine release verifies a request that samples, by the device its server reports."
     engine: str        # the engine's family
     since: str         # the first release read that does this (it holds until the next row of the engine)
-    greedy_on: tuple   # devices (SGLang's `device` argument, 'hip' for a ROCm build) on which verify is argmax for every request
+    greedy_on: tuple   # reported devices (SGLang's `device`; 'hip' for a ROCm build) that settle it: verify is argmax for every request
     unless: str|None   # a settings key (`SETTINGS_NAMES`) that, when true, keeps sampling on the devices `unless_on`
     logged: str|None   # the log text that says the fallback happened; None: silent
-    source: str        # file:lines in the release and what the code does
+    source: str        # file:lines in the release and what the code tests
     unless_on: tuple = ()   # the devices of `greedy_on` on which `unless` keeps sampling
+    untold_on: tuple = ()   # reported devices that do not settle it: the code tests something the server does not report
+    decided_by: str|None = None   # on `untold_on`: what the code tests, and what would tell
+    told_by: tuple = ()     # log texts the release prints only where that test holds (argmax)
 
-_SP = 'srt/speculative'
+_SP, _CPU_SAID = 'srt/speculative', ('CPU device enabled, using torch native backend', 'Intel AMX is detected, using CPU with Intel AMX support')
+_CPU_ENV = ("is_cpu(), true only with SGLANG_USE_CPU_ENGINE=1 in the server's environment on an x86-64 or arm64 host ({}), which "
+            "--device cpu does not set and neither server_args nor the server info reports; without it verify samples. What tells: "
+            "the server's environment, or get_device's line '{}' ({}), printed when --device was not given ({})")
 VERIFY_ROWS = (
-    Verify(SGLANG, '0.5.6', ('cpu', 'hip', 'npu', 'xpu', 'musa'), None, 'Falling back to greedy verification',
-           f"{_SP}/eagle_info.py:277-285: argmax when not TREE_SPEC_KERNEL_AVAILABLE or on NPU, a warning first; "
-           f"{_SP}/spec_utils.py:48: the kernel on CUDA only"),
-    Verify(SGLANG, '0.5.12', ('cpu', 'hip', 'npu', 'xpu'), None, 'Falling back to greedy verification',
-           f"{_SP}/eagle_info.py:321-329: argmax when not TREE_SPEC_KERNEL_AVAILABLE, a warning first; {_SP}/spec_utils.py:50-52: CUDA or MUSA"),
-    Verify(SGLANG, '0.5.17', ('cpu', 'hip', 'npu', 'xpu'), None, None,
-           f"{_SP}/eagle_utils.py:723: argmax when is_all_greedy or _is_cpu or _is_npu or _is_hip or _is_xpu; no warning"),
-    Verify(SGLANG, '0.5.23', ('cpu', 'hip', 'xpu'), 'rejection_sampling', None,
-           f"{_SP}/eagle_utils.py:485-500 (_verify_uses_greedy), called at 639-647: argmax on CPU, XPU, and HIP unless "
-           "speculative_use_rejection_sampling (its Triton chain sampler); no warning", unless_on=('hip',)),
-    Verify(VLLM, '0.32.0', (), None, None, "v1/sample/rejection_sampler.py:451-483: greedy only for requests at temperature 0 "
-           "(is_greedy per request), the others rejection-sampled on every platform"),
+    Verify(engine=SGLANG, since='0.5.6', greedy_on=('cpu', 'hip', 'npu', 'xpu', 'musa'), unless=None, logged='Falling back to greedy verification',
+           source=f"{_SP}/eagle_info.py:277-285: argmax when not TREE_SPEC_KERNEL_AVAILABLE or _is_npu, a warning first; {_SP}/spec_utils.py:48: "
+                  "TREE_SPEC_KERNEL_AVAILABLE = is_cuda() (srt/utils/common.py:141-142: torch.cuda.is_available() and torch.version.cuda), "
+                  "a test of the process's torch, not of --device or the environment"),
+    Verify(engine=SGLANG, since='0.5.12', greedy_on=('cpu', 'hip', 'npu', 'xpu'), unless=None, logged='Falling back to greedy verification',
+           source=f"{_SP}/eagle_info.py:321-329: argmax when not TREE_SPEC_KERNEL_AVAILABLE, a warning first; {_SP}/spec_utils.py:50-52: "
+                  "_is_cuda or _is_musa (srt/utils/common.py:129-130, 187-192: a CUDA or MUSA torch), a test of the process's torch, not of --device"),
+    Verify(engine=SGLANG, since='0.5.17', greedy_on=('hip', 'npu', 'xpu'), unless=None, logged=None,
+           source=f"{_SP}/eagle_utils.py:723 (flags 40-45): argmax when is_all_greedy or _is_cpu or _is_npu or _is_hip or _is_xpu; no warning; "
+                  "srt/utils/common.py:128-129, 160-161, 176-186: a HIP torch, torch.xpu / torch.npu available; 208-210: is_cpu() the environment",
+           untold_on=('cpu',), told_by=_CPU_SAID,
+           decided_by=_CPU_ENV.format('srt/utils/common.py:208-210', _CPU_SAID[0], 'srt/utils/common.py:864-872', 'srt/server_args.py:4065-4066')),
+    Verify(engine=SGLANG, since='0.5.23', greedy_on=('hip', 'xpu'), unless='rejection_sampling', logged=None, unless_on=('hip',),
+           source=f"{_SP}/eagle_utils.py:485-500 (_verify_uses_greedy), called at 639-647 with the flags of 50-52: argmax when is_cpu or is_xpu, "
+                  "or is_hip unless speculative_use_rejection_sampling (its Triton chain sampler); no warning; srt/utils/common.py:141-142, "
+                  "173-174: a HIP torch, torch.xpu available; 221-224: is_cpu() the environment",
+           untold_on=('cpu',), told_by=_CPU_SAID,
+           decided_by=_CPU_ENV.format('srt/utils/common.py:221-224', _CPU_SAID[0], 'srt/utils/common.py:1073-1081', 'srt/arg_groups/serving_hook.py:648-653')),
+    Verify(engine=VLLM, since='0.32.0', greedy_on=(), unless=None, logged=None, source="v1/sample/rejection_sampler.py:451-483: greedy only "
+           "for requests at temperature 0 (is_greedy per request), the others rejection-sampled on every platform"),
 )
 
 # %% ../nbs/00a_engine_rows.ipynb #0b29a107

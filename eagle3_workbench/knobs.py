@@ -38,15 +38,21 @@ def verify_greedy(observed:Observed, # what the deployment printed: its engine, 
     rows, dev = _verify_rows(observed.release or Engine.parse(eng.family)), s.get('device')
     stated = observed.release.title if observed.release else f"{FAMILIES[eng.family].title} (release not stated: every release read)"
     base = dict(device=dev, release=stated, sources=[r.source for r in rows], switch=next((SETTINGS_NAMES[r.unless][0] for r in rows if r.unless), None))
-    if s.get('verify_fallback_logged'): return dict(base, shown='log', said=next(r.logged for r in VERIFY_ROWS if r.logged))
+    if s.get('verify_logged'): return dict(base, shown='log', said=s['verify_logged'])   # the fallback's warning, or a line printed only where it holds
     greedy = [dev in r.greedy_on and not (s.get(r.unless) and dev in r.unless_on) for r in rows]
     return dict(base, shown='settings') if rows and dev and all(greedy) else None
 
 def verify_note(observed:Observed)->str|None:
-    "What the settings cannot tell: SGLang's 'cuda' device is a ROCm build's too, whose release row may verify by argmax."
-    eng = observed.release or observed.engine
-    if eng is None or observed.settings.get('device') != 'cuda': return None
-    rows = [r for r in _verify_rows(observed.release or Engine.parse(eng.family)) if 'hip' in r.greedy_on]
+    "What the settings cannot tell: a device the release's test is not about ('cpu' from SGLang 0.5.17 on), or 'cuda', a ROCm build's too."
+    eng, dev = observed.release or observed.engine, observed.settings.get('device')
+    if eng is None or dev is None or observed.settings.get('verify_logged'): return None
+    rows = _verify_rows(observed.release or Engine.parse(eng.family))
+    if untold := [r for r in rows if dev in r.untold_on]:
+        rel = observed.release.title if observed.release else f"{FAMILIES[eng.family].title} (release not stated)"
+        return (f"cannot tell from what the server reports whether {rel} verifies sampled requests by argmax on device {dev!r}: "
+                f"that is {untold[-1].decided_by} ({untold[-1].source})")
+    if dev != 'cuda': return None
+    rows = [r for r in rows if 'hip' in r.greedy_on]
     if not rows or 'hip' in rows[-1].unless_on and observed.settings.get(rows[-1].unless): return None   # the switch on: ROCm samples too
     switch = f" unless {SETTINGS_NAMES[rows[-1].unless][0]}" if rows[-1].unless else ''
     return (f"device 'cuda' is a ROCm build's device too, where this release verifies sampled requests by argmax{switch} "

@@ -149,7 +149,7 @@ def logged_settings(text:str, engine:str)->tuple:
             runs.append(engine_settings(args, engine))
     notes = [f"the log holds {len(runs)} argument lines that differ: the last one is used"] if len({json.dumps(r, sort_keys=True, default=str) for r in runs}) > 1 else []
     out = runs[-1] if runs else {}
-    if engine == SGLANG and any(r.logged in text for r in VERIFY_ROWS if r.logged): out = dict(out, verify_fallback_logged=True)   # said once, at the first sampled verify
+    if engine == SGLANG and (said := next((x for r in VERIFY_ROWS for x in (r.logged, *r.told_by) if x and x in text), None)): out = dict(out, verify_logged=said)   # a fallback's warning, or a release's own word that its test held
     return out, notes
 
 # %% ../nbs/04b_outputs.ipynb #ceeb113d
