@@ -18,7 +18,9 @@ __all__ = ['chain_accepts', 'accept_lengths']
 def chain_accepts(rec:Recording, draft, seqs:list, # the recorded sequences (prompt + greedy continuation)
                   wiring, steps:int=5, # the chain drafted per cycle (speculative_num_steps)
                   max_new_tokens:int=24, # stop once this many tokens were emitted, as `Session.run` does
-                  eos:int|None=None, batch_tokens:int=2048)->list: # per sequence: the accept length of each cycle
+                  eos:int|None=None, batch_tokens:int=2048,
+                  counts_prefill:bool=True, # the extend's token counts among them, as SGLang and vLLM count (`engine_rows.STOP_ROWS`)
+                 )->list: # per sequence: the accept length of each cycle
     "Every cycle's chain accept length under greedy decoding, computed with the draft alone from a recording."
     out, order, i = {}, sorted(range(len(seqs)), key=lambda q: rec.sequences[seqs[q]]['tokens']), 0
     limit = rec.target.get('max_position_embeddings') or 1 << 30
@@ -39,7 +41,7 @@ def chain_accepts(rec:Recording, draft, seqs:list, # the recorded sequences (pro
             n, P = rec.sequences[seqs[q]]['tokens'], rec.prompt_len(seqs[q])
             toks, t, cycles = x[r, :n].tolist(), P - 1, []
             have, top = P + 1, min(limit, n)   # tokens after extend: the prompt and the pending one
-            while have - (P + 1) < max_new_tokens and (eos is None or eos not in toks[P:have]) and have + steps + 2 <= top:
+            while have - P - (not counts_prefill) < max_new_tokens and (eos is None or eos not in toks[P:have]) and have + steps + 2 <= top:
                 a = 0
                 while a < steps and int(pred[a][r, t]) == toks[t + 2 + a]: a += 1
                 cycles.append(a + 1); t += a + 1; have += a + 1

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04d_diagnosis.ipynb #649a900d
 from __future__ import annotations
-import html, json
+import html, json, math
 from dataclasses import dataclass, asdict
 from .conventions import default_resid_layers, AUX_KEY, FIELDS
 from .engine_rows import RECOMMENDED_IDS, NAMED
@@ -13,7 +13,7 @@ from .wiring import draft_config_edit, ConfigEdit
 from .findings import Finding, by_severity, DRAFT_FAULTS, SEVERITIES
 
 # %% auto #0
-__all__ = ['Recommendation', 'Diagnosis', 'unusable_diagnosis', 'diagnosis_html']
+__all__ = ['ACCEPT_DEFINITION', 'Recommendation', 'fault_cost', 'Diagnosis', 'unusable_diagnosis', 'diagnosis_html']
 
 # %% ../nbs/04d_diagnosis.ipynb #3b4afa35
 @dataclass
@@ -30,7 +30,7 @@ class Recommendation:
     model_type: str|None = None              # the target's model_type
 
     def ids(self, convention:str)->list|None:
-        "The ids to write in `convention`, or None where it cannot express these layers (e.g. resid[1] after PR #25454)."
+        "The ids to write in `convention`, or None where it cannot express these layers (e.g. resid[1] for SGLang 0.5.23's DeepSeek/Kimi files)."
         try: return list(from_resid(self.resid_layers, convention, self.n_layers))
         except ValueError: return None
 
@@ -52,6 +52,36 @@ class Recommendation:
     def config_edit(self, draft_config:dict, target_model_type:str|None=None)->ConfigEdit:
         "The user's draft config edited so that SGLang and vLLM both feed `resid_layers`, and the diff."
         return draft_config_edit(draft_config, self.resid_layers, self.n_layers, target_model_type or self.model_type)
+
+# %% ../nbs/04d_diagnosis.ipynb #713b39d3
+ACCEPT_DEFINITION = "tokens per verify step, the bonus token included (SGLang's accept length, vLLM's mean acceptance length)"
+
+def _prompts_to_tell(n:int, gain:float, ci)->int|None:
+    "Prompts for the paired interval to exclude zero at a true change of `gain`: n x (half-width / |gain|)^2 (None: no change measured)."
+    return math.ceil(n * ((ci[1] - ci[0]) / 2 / abs(gain)) ** 2) if gain else None
+
+def fault_cost(rec:dict, # a recommendation's JSON (`Recommendation.to_json`)
+               configured, # the resid layers fed (None: the configured wiring cannot run)
+              )->dict|None: # None: the recommendation keeps the wiring, nothing to cost
+    "The measured accept-length cost of feeding `configured` instead of the recommendation, paired, with a plain reading and advice."
+    if not rec or (configured is not None and list(configured) == list(rec['resid_layers'])): return None
+    c, before, after = rec.get('accept_length_change'), rec.get('accept_length_before'), rec.get('accept_length_after')
+    base = dict(fed=configured, fixed=rec['resid_layers'], accept_length_fed=before, accept_length_fixed=after, definition=ACCEPT_DEFINITION)
+    if configured is None:
+        return dict(base, reading='cannot run', said="the configured wiring cannot run: change the config for the draft to run at all"
+                    + (f" (accept length {after:.2f} with the fix)" if after is not None else ''))
+    if c is None: return dict(base, reading='not measured', said="the fault's cost in accept length was not measured (see the accept-length setup)")
+    g, (lo, hi), n = c['gain'], c['ci'], c['prompts']
+    need = _prompts_to_tell(n, g, (lo, hi))
+    if lo > 0: reading, said = 'costs', (f"the fault costs {g:.2f} accepted tokens per verify step (95% CI {lo:.2f} .. {hi:.2f}, paired on {n} prompts): "
+                                         f"change the config; it buys accept length {before:.2f} -> {after:.2f}")
+    elif hi < 0: reading, said = 'fix accepts less', (f"on these {n} prompts the recommended wiring accepts {-g:.2f} fewer tokens per verify step "
+                                                      f"(95% CI {-hi:.2f} .. {-lo:.2f}): keep the config until more prompts settle it")
+    else: reading, said = 'no measurable cost', (f"no measurable cost on these {n} prompts (change {g:+.2f}, 95% CI {lo:+.2f} .. {hi:+.2f}): the verdict "
+                                                 "stands on the wiring evidence, but changing the config buys nothing measurable here; "
+                                                 + (f"about {need} prompts would tell a change of {abs(g):.2f}" if need else
+                                                    "both wirings accepted alike on every prompt, so no number of such prompts would show a cost"))
+    return dict(base, reading=reading, cost=g, ci=[lo, hi], prompts=n, prompts_to_tell=need, said=said)
 
 # %% ../nbs/04d_diagnosis.ipynb #6ef8d153
 @dataclass
@@ -81,12 +111,19 @@ class Diagnosis:
         "The stable JSON form: verdict, findings[], recommended, and the evidence."
         return dict(verdict=self.verdict, engine=self.engine.key, configured_resid_layers=self.configured,
                     findings=[asdict(f) for f in self.findings], recommended=self.recommended, training_match=self.training_match,
-                    deployment_match=self.deployment_match, sweep=self.sweep, search=self.search, draft=self.draft, seconds=round(self.seconds, 2))
+                    deployment_match=self.deployment_match, sweep=self.sweep, search=self.search, draft=self.draft, seconds=round(self.seconds, 2),
+                    cost=self.cost)
+
+    @property
+    def cost(self)->dict|None:
+        "What the fault costs in accept length and whether to change the config (`fault_cost`); None where the wiring is kept."
+        return fault_cost(self.recommended, self.configured) if self.verdict in ('miswired', 'inconclusive') else None
 
     def __str__(self):
         parts = list(dict.fromkeys(DRAFT_FAULTS[f.code] for f in self.findings if f.severity == 'error' and f.code in DRAFT_FAULTS))
         say = f": the draft's {' and '.join(parts)}" if self.verdict == 'unusable' and parts else ''
         L = [f"verdict: {self.verdict.upper()}{say}   (engine: {self.engine}; configured resid{self.configured})"]
+        if c := self.cost: L.append(f"cost: {c['said']}")
         if self.draft: L.append(f"draft: written by {self.draft['trainer']}, {self.draft['format']} files ({self.draft['provenance']})")
         L += [f"  [{f.severity}] {f.code}: {f.message}" for f in by_severity(self.findings)]
         if r := self.recommended:
@@ -185,6 +222,8 @@ def diagnosis_html(d, # a `Diagnosis`, or its `to_json()` dict
          f'style="background:{_VERDICT_COLORS.get(v, "#57606a")};color:white;font-weight:700;font-size:15px;padding:3px 12px;border-radius:4px">'
          f'{html.escape(v.upper())}</span><span>{html.escape(_VERDICT_SAID.get(v, ""))}</span></div>',
          f'<div style="color:#57606a;font-size:12px;margin:2px 0 4px">{sub}</div>']
+    if c := j.get('cost'): L.append(f'<div class="e3-cost" data-reading="{html.escape(c["reading"])}" style="margin:4px 0;font-size:14px">'
+                                    f'<b>What it costs</b>: {html.escape(c["said"])}</div>')   # the answer to "should I change the config?"
     if rec: L += [_edit_html(rec, conf), _accept_html(rec, setup, conf is not None and list(conf) == list(rec['resid_layers']))]
     if s := j.get('search'): L.append(f'<div style="color:#57606a;font-size:12px">wiring search: {s["candidates"]} wirings scored by teacher-forced '
                                       f'step-0 agreement on {s["prompts"]} prompts, {s["tokens"]} tokens ({html.escape(s["how"])})</div>')

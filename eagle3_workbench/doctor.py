@@ -304,7 +304,7 @@ def _express_finding(rec)->list:
     e = rec.for_engine()
     if e['ids'] is not None: return []
     why = ("it ignores the config and always feeds resid" + str(list(default_resid_layers(rec.n_layers)))) if e['field'].startswith('none') else \
-          "no id list in its convention denotes them (after PR #25454 an id list starting with 1 means resid[k+1])"
+          "no id list in its convention denotes them (SGLang 0.5.13 on, for DeepSeek/Kimi files: an id list starting with 1 means resid[k+1])"
     other = [Engine.named(k).edit_field(rec.model_type) for k in EDITABLE if k != e['engine']]   # (key, convention, field, name)
     alt = [f"{n} writes {rec.ids(c)} in {f}" for _, c, f, n in other if c and rec.ids(c) is not None]
     return [Finding('CONVENTION_CANNOT_EXPRESS', 'warning', f"{e['name']} cannot feed resid{list(rec.resid_layers)}: {why}; instead: "

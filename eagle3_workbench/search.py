@@ -403,7 +403,7 @@ def sweep_rows(sw:Sweep, configured=None, recommended=None, top:int=10)->list:
         if ref is not None: r.update(gain_vs_configured=round(float(g[i]), 4), z_vs_configured=round(float(z[i]), 2),
                                      gain_ci=[round(float(g[i] - 1.96 * gse[i]), 4), round(float(g[i] + 1.96 * gse[i]), 4)])
         rows.append(r)
-    rows[0]['best'] = True
+    next((r for r in rows if r['recommended']), rows[0])['best'] = True   # the doctor's recommendation is the sweep's "best": one statement
     return rows
 
 # %% ../nbs/04_search.ipynb #8535ab34

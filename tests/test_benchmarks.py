@@ -149,3 +149,22 @@ def test_gpu_doctor_script_without_gpu_skips_cleanly():
     if torch.cuda.is_available(): pytest.skip('a CUDA GPU is visible: the no-GPU message cannot be shown')
     p = subprocess.run([sys.executable, str(ROOT/'scripts'/'gpu_doctor_truesize.py')], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert p.returncode == 0 and 'no CUDA GPU is visible: nothing measured' in p.stderr, p.stderr
+
+# ---------------------------------------------------------------------------------------------------------------------
+# benchmarks/fault_cost.py: what a planted fault costs in accept length, read as a miswired verdict reads it
+
+@pytest.mark.slow
+def test_fault_cost_runs_and_reads_each_interval(tmp_path):
+    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'fault_cost.py'), '--tiny', '--out', str(tmp_path)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = json.loads((tmp_path/'fault_cost.json').read_text())['rows']
+    assert {r['fault'] for r in rows} >= {'chunk 0 +1', 'embedding in chunk 0'} and all(r['prompts'] == 4 for r in rows)
+    for r in rows:   # the reading follows from the paired interval alone
+        lo, hi = r['ci']
+        want = 'costs' if lo > 0 else 'fix accepts less' if hi < 0 else 'no measurable cost'
+        assert r['reading'] == want and lo <= r['cost'] <= hi, r
+        assert abs(r['cost'] - (r['after'] - r['before'])) <= 0.02, r   # the paired change is the difference of the two accept lengths
+    emb = next(r for r in rows if r['fault'] == 'embedding in chunk 0')
+    assert emb['after'] > emb['before']   # the embedding for the low layer accepts less than the trained wiring
+    assert (tmp_path/'fault_cost.md').read_text().count('\n| tiny-llama |') == len(rows)

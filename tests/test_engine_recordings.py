@@ -156,6 +156,9 @@ def test_doctor_from_the_fixture_gives_the_in_process_answers(name):
     assert ok.recommended['resid_layers'] == list(m.trained)   # what the zoo card says it was trained on
     assert bad.verdict == 'miswired' and 'AUX_EMBEDDING_CAPTURED' in bad.codes
     assert bad.recommended['accept_length_after'] > bad.recommended['accept_length_before'] + 1
+    c = bad.to_json()['cost']   # what the fault costs, paired, in the verdict's JSON: the change measured above, read plainly
+    assert c['reading'] == 'costs' and c['ci'][0] > 0 and c['cost'] == bad.recommended['accept_length_change']['gain'], c
+    assert str(bad).splitlines()[1] == f"cost: {c['said']}" and ok.cost is None   # the text leads with it; a kept wiring costs nothing
     if m.target == 'zoo:deep-dsv3':   # 12 prompts x 43 positions: enough evidence for a verdict either way
         assert ok.verdict == 'ok' and bad.recommended['resid_layers'] == list(m.trained), (ok, bad)
         assert bad.recommended['for_engine']['ids'] == [2, 30, 58]   # the founding case's own ids, back
