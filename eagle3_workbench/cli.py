@@ -185,30 +185,34 @@ def _wiring(a)->int:
 def _diagnose(a)->int:
     if a.training_dump is not None and not Path(a.training_dump).is_dir():   # the cheap checks first, before torch is imported
         raise FileNotFoundError(f"--training-dump {a.training_dump}: no such folder")
+    door = None
+    if a.deployment:   # whatever an engine left (`doors.KINDS`): raw passes are assembled into the recording the doctor reads
+        from eagle3_workbench.doors import open_deployment, door_findings, with_findings, layout_diagnosis
+        door = open_deployment(a.deployment, a.target, a.recording); print(door.line, file=sys.stderr)
+        if door.recording: a.target, a.recording = None, door.recording
+    show = lambda d: print(json.dumps(dict(d.to_json(), **({'deployment': door.said} if door else {}))) if a.json else d)
+    if door and door.kind == 'raw' and not door.recording: show(layout_diagnosis(door, a.engine)); return EXIT_CHECK_FAILED
     prompts = _prompts(a) if a.recording is None else None
-    deployment = None
-    if a.deployment:
-        from eagle3_workbench.sglang.readers import read_capture
-        deployment = read_capture(a.deployment).records
     from eagle3_workbench.doctor import diagnose
     from eagle3_workbench.draft_config import ModelLoadError
     try: pair = _load(a)
     except ModelLoadError as e:   # a fault of the draft's own checkpoint: a diagnosis (unusable), not a bad-input error
         if e.code is None: raise
         from eagle3_workbench.diagnosis import unusable_diagnosis
-        d = unusable_diagnosis(e, a.engine)
-        print(json.dumps(d.to_json()) if a.json else d)
-        return EXIT_CHECK_FAILED
+        show(unusable_diagnosis(e, a.engine)); return EXIT_CHECK_FAILED
     prompts = _prompts(a, pair)   # read again with the target: its chat template renders the chats
     if not a.json: print(f"diagnosing {pair} on {len(prompts)} prompts ...", file=sys.stderr, flush=True)
-    d = diagnose(pair, prompts, training_dump=a.training_dump, engine=a.engine,
-                 wiring=a.wiring, deployment=deployment, deployment_prompt=a.deployment_prompt, algorithm=a.algorithm,
-                 accept=not a.no_accept, progress=not a.json)
-    print(json.dumps(d.to_json()) if a.json else d)
+    d = diagnose(pair, prompts, training_dump=a.training_dump, engine=a.engine, wiring=a.wiring, deployment=door and door.records,
+                 deployment_prompt=a.deployment_prompt, algorithm=a.algorithm, accept=not a.no_accept, progress=not a.json)
+    show(d := with_findings(d, door_findings(door, pair)) if door else d)   # a deployment's own findings: ranks, layout, hand-off
     return {'ok': EXIT_OK, 'inconclusive': EXIT_NOT_ENOUGH_EVIDENCE}.get(d.verdict, EXIT_CHECK_FAILED)
 
 # %% ../nbs/08_cli.ipynb #22412f8f
 def _record(a)->int:
+    from eagle3_workbench.doors import assemble_raw, recording_summary
+    if a.from_raw is not None:   # the raw passes an engine recorder wrote: assembled beside --out, renamed into place when whole
+        print(recording_summary(assemble_raw(a.from_raw, a.out, a.target), a.out, a.json)); return EXIT_OK
+    a.target = a.target or 'zoo:tiny-dsv3'
     from eagle3_workbench.loading import load_target, load_draft
     from eagle3_workbench.formats import read_config, resolve_path, read_draft
     from eagle3_workbench.recording import record
@@ -237,12 +241,7 @@ def _record(a)->int:
     rec = record(model, prompts, out=a.out, tokenizer=tok, max_new_tokens=a.max_new_tokens, steps=a.steps, logits=a.logits, vocab_ids=vocab_ids,
                  layers=layers, extra_sequences=extra, progress=not a.json,
                  source=dict(target=a.target, prompts=a.prompts or 'zoo held-out', training_dump=a.training_dump))
-    size = sum(f.stat().st_size for f in Path(a.out).rglob('*') if f.is_file())
-    info = dict(out=str(a.out), sequences=len(rec.sequences), tokens=sum(s['tokens'] for s in rec.sequences), layers=len(rec.layers),
-                bytes=size, logits=a.logits)
-    if a.json: print(json.dumps(info))
-    else: print(f"{a.out}: {info['sequences']} sequences, {info['tokens']} tokens, resid[{rec.layers[0]}..{rec.layers[-1]}], "
-                f"{size / 2**20:.1f} MiB")
+    print(recording_summary(rec, a.out, a.json))
     return EXIT_OK
 
 # %% ../nbs/08_cli.ipynb #d4966e4c
@@ -365,8 +364,8 @@ def _diagnose_parser(sub):
     d.add_argument('--prompts', help='held-out prompt file (.jsonl or .txt; default: the zoo prompts)')
     d.add_argument('--n-prompts', type=_at_least(1), default=None, help='use only the first N prompts')
     d.add_argument('--wiring', type=_wiring_arg, default=None, help='what the deployment actually feeds, e.g. 0,2,6 (overrides the config reading)')
-    d.add_argument('--deployment', help="a capture folder from an SGLang deployment (--forward-hooks in mode 'full', the tensor dump, "
-                                        "or the dumper with fc inputs): the fed layers are identified from its draft.fc.in")
+    d.add_argument('--deployment', metavar='DIR', help="what an engine left: a capture (--forward-hooks, tensor dump, dumper: fed layers from draft.fc.in, ranks "
+                   "checked), the raw passes of a record mode (assembled, layout checked, then diagnosed), or a hand-off dump")
     d.add_argument('--deployment-prompt', help='the prompt that deployment served (text), to match its token ids')
     d.add_argument('--algorithm', default='EAGLE3', help='the --speculative-algorithm the draft is served with')
     d.add_argument('--no-accept', action='store_true', help='skip measuring chain accept length before/after')
@@ -426,7 +425,8 @@ def _record_parser(sub):
                        description="Record a target on prompts: greedy completions, then one teacher-forced pass over prompt + completion, "
                                    "every position kept. The folder is what `diagnose/run/compare --recording DIR` read; rerun the same "
                                    "command to resume an interrupted recording.")
-    r.add_argument('--target', default='zoo:tiny-dsv3', help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
+    r.add_argument('--target', default=None, help="target model directory or zoo:NAME (default: zoo:tiny-dsv3; with --from-raw, request.json's)")
+    r.add_argument('--from-raw', metavar='DIR', help="assemble the raw passes an engine's record mode wrote in DIR (every rank) into --out; no target run")
     r.add_argument('--out', required=True, help='the recording folder to write')
     r.add_argument('--prompts', help='prompt file (.jsonl with {"prompt": ...} lines, or .txt; default: the zoo held-out prompts)')
     r.add_argument('--n-prompts', type=_at_least(1), default=None, help='use only the first N prompts')
