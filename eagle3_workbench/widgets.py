@@ -12,7 +12,6 @@ from IPython.display import display
 from .capture import Capture, layer_mlp_points, fc_input_sources
 from .points import phase_pair, phase_key, point_key, resid_k
 from .engine import Session, ExtendResult, DraftResult, VerifyResult
-from .accepts import chain_accepts
 from .recording import Recording
 from .scores import recorded_prompts
 from .conventions import parse_wiring, format_wiring, default_resid_layers, AUX_KEY
@@ -46,6 +45,7 @@ class WiringInput:
             self.engine.value, self.release.value, self.ids.value = e.family, e.release or '', format_wiring(r.ids)
         if wiring is not None or self.resolve()[0] != tuple(pair.wiring.resid_layers):   # the box would not read as the session feeds: resid indices
             self.engine.value, self.release.value, self.ids.value = RESID, '', format_wiring(wiring or pair.wiring.resid_layers)
+        self.engine.observe(lambda _: setattr(self.release, 'value', ''), 'value')   # another engine: its default release until one is typed
         for w in (self.engine, self.release, self.ids): w.observe(lambda _: self.show(), 'value')
         self.box = W.VBox([W.HBox([self.engine, self.release, self.ids]), self.preview])
         self.show()
@@ -73,7 +73,7 @@ class WiringInput:
             r = engine_reading({'eagle_config': {AUX_KEY: ids}, AUX_KEY: ids}, n, e, mt, trtllm_layers=ids if e.rules(mt).reads == 'serving' else None)
             who, w, why = f"{e.title} reads ids {ids} as resid{list(r.resid)}", r.fed, r.problems
             if stop := [x for x in (e.reach(j, n, mt) for j in r.resid) if x.how in ('crash', 'unsupported')]:
-                return None, f"{who}, and {stop[0].why}"
+                return None, f"{who}, and {stop[0].why.removeprefix(e.rules(mt).engine + ': ')}"   # the release is named once
         if len(w) != k:
             return None, f"{who}: the draft would get {len(w)} states (resid{list(w)}) but takes {k} aux chunks" + (f" ({why[0]})" if why else '')
         return tuple(w), f"{who}" + (f"; {'; '.join(why)}" if why else '')
