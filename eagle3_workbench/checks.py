@@ -11,6 +11,7 @@ from .wiring import engine_readings, disagreements, resolve_wiring
 from .findings import Finding
 from .stats import holm_threshold
 from .variants import variant_problems
+from .limits import limit_findings
 
 # %% auto #0
 __all__ = ['ROPE_CODES', 'top_resid', 'static_findings', 'embedding_fed', 'rope_measured']
@@ -115,6 +116,7 @@ def static_findings(pair, engine=None, # the deploying engine: an `Engine` or a 
         why.append(f"fc input width {c.fc_in_features} equals the hidden size, so width-based engines skip fc")
     if why: out.append(Finding('FC_SKIPPED', 'error', 'the draft would run without its fc projection: ' + '; '.join(why), dict(reasons=why)))
     out += _vocab_findings(pair.draft) + _rope_findings(pair) + _scaling_findings(pair) + _positions_findings(pair) + _variant_findings(pair, engine)
+    out += limit_findings(c, engine)   # the deploying release's fixed code: three aux states, a buffer as wide as the draft
     ids = read_aux_ids(cfg)
     if ids['nested'] is None and ids['top_level'] is None:
         out.append(Finding('AUX_CONFIG_MISSING', 'warning', f"no eagle_aux_hidden_state_layer_ids in the draft config: every engine silently "

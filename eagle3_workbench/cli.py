@@ -144,6 +144,7 @@ def _wiring(a)->int:
     from eagle3_workbench.formats import read_draft
     from eagle3_workbench.wiring import engine_readings, resolve_wiring, disagreements, wiring_table, sglang_rule_note, pp_readings
     from eagle3_workbench.variants import variant_problems
+    from eagle3_workbench.limits import limit_findings
     from eagle3_workbench.family_wiring import block_wiring   # DFlash, DSpark: their engines' reading, not EAGLE-3's
     if a.trtllm_layers is not None and a.engine is None: a.engine = Engine.named(TRTLLM)
     if a.trtllm_layers is not None and a.engine.family != TRTLLM:
@@ -159,6 +160,7 @@ def _wiring(a)->int:
     try: dc, unchecked = src.config, None
     except ValueError as e: dc, unchecked = None, f"variant keys not checked: the config is no complete draft config ({e})"   # ids alone still answer
     variants = {e.key: variant_problems(dc, engine=e) for e in engines} if dc is not None else {}
+    limits = limit_findings(dc, spec) if dc is not None and spec else []   # what the named release's fixed code does to this draft
     if a.pp_partition is not None and a.pp is None: raise ValueError("--pp-partition: give the stage count with --pp N")
     try: stages = pp_readings(cfg, n, a.pp, mtype, engines, a.pp_partition, a.trtllm_layers) if a.pp else []
     except ValueError as e: raise ValueError(f"--pp {a.pp}{f' --pp-partition {a.pp_partition}' if a.pp_partition else ''}: {e}") from None
@@ -167,6 +169,7 @@ def _wiring(a)->int:
                               **({'engine': dict(key=spec.key, described=spec.said, resid_layers=list(mine.resid_layers), reason=mine.reason, problems=mine.problems)} if spec else {}),
                               readings=[asdict(r) for r in rs], disagreements=disagreements(rs),
                               variant_problems={e: [p._asdict() for p in ps] for e, ps in variants.items()},
+                              findings=[asdict(f) for f in limits],
                               **({'variants_unchecked': unchecked} if unchecked else {}),
                               **({'pipeline': dict(pp_size=a.pp, stages=stages)} if a.pp else {}),
                               **({'assumed': note} if mtype is None else {}))))
@@ -176,6 +179,7 @@ def _wiring(a)->int:
     print(wiring_table(cfg, n, mtype))
     for d in disagreements(rs): print('DISAGREEMENT:', d)
     for e, p in ((e, p) for e, ps in variants.items() for p in ps): print(f"VARIANT IGNORED ({e}): {p.key}: {p.message}")
+    for f in limits: print(f"{f.code} ({f.severity}): {f.message}")
     if unchecked: print(f"note: {unchecked}")
     for s in stages: print(f"PIPELINE ({a.pp} stages): {s['said']}", *(f"\n  {f['code']}: {f['message']}" for f in s['findings']), sep='')
     print(f"note: {note}")
@@ -399,23 +403,8 @@ def _compare_parser(sub):
                        description="Read what vLLM or SGLang printed about acceptance, run the pair in-process on the same prompts and "
                                    "settings, and say whether the deployment accepts what it should (per draft position, with intervals). "
                                    "Exit codes: 0 as expected, 1 below expectation, 2 bad input, 3 not enough evidence.")
-    c.add_argument('--observed', required=True, help="the deployment's numbers: a vLLM /metrics scrape, vLLM per-request metrics or log, "
-                                                     "SGLang responses (meta_info), server info or decode log")
-    c.add_argument('--before', help='vLLM /metrics: an earlier scrape to subtract')
-    c.add_argument('--target', default=None, help='target model directory or zoo:NAME (default: zoo:tiny-dsv3)')
-    c.add_argument('--recording', default=None, metavar='DIR', help="a recording of the target (`record --out DIR`) instead of --target")
-    c.add_argument('--draft', default=None, help='draft directory (default: the zoo draft of the target)')
-    c.add_argument('--engine', default=None, type=_engine_arg, metavar='ENGINE[==VERSION]', help="whose reading of the draft config wires the expectation (default: the deployment's engine)")
-    c.add_argument('--prompts', help='the prompts the deployment served (.jsonl / .txt; default: the zoo prompts)')
-    c.add_argument('--n-prompts', type=_at_least(1), default=None)
-    c.add_argument('--other-prompts', action='store_true', help='the deployment served other prompts than --prompts (wider intervals)')
-    c.add_argument('--max-new-tokens', type=_at_least(1), default=None, help="default: the longest completion the output reports, else 32")
-    c.add_argument('--steps', type=_at_least(1), default=None, help='speculative_num_steps (default: from the output)')
-    c.add_argument('--topk', type=_at_least(1), default=None)
-    c.add_argument('--num-draft-tokens', type=_at_least(2), default=None)
-    c.add_argument('--temperature', type=_at_least(0.0, float), default=None)
-    c.add_argument('--top-p', type=_unit, default=None)
-    c.add_argument('--json', action='store_true')
+    from eagle3_workbench.compare_doors import compare_arguments   # the arguments, beside the doors that read them
+    compare_arguments(c, _engine_arg, _at_least, _unit)
     _add_threads(c)
     c.set_defaults(func=_compare)
 

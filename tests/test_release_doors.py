@@ -1,0 +1,64 @@
+"""Doors for the release classes: `wiring --engine sglang==0.5.6` and the doctor's static checks name what a release's fixed
+code does to a draft (AUX_COUNT_FIXED, TARGET_WIDTH_ASSUMED, rows of `engine_rows.LIMITS`), read from `--json`; the twins
+(three aux states, a release that reads the count, a draft as wide as its target) must not."""
+import json, subprocess, sys
+from pathlib import Path
+import pytest
+
+FIX = Path(__file__).parent/'fixtures'/'draft-configs'
+
+def _config(tmp_path, ids, **kw):
+    "The public SpecForge Llama-3 8B draft config with its aux ids (and any key) replaced."
+    cfg = json.loads((FIX/'specforge-llama3-8B-eagle3.json').read_text())
+    cfg['eagle_config'] = dict(eagle_aux_hidden_state_layer_ids=list(ids), use_aux_hidden_state=True)
+    cfg.update(kw)
+    p = tmp_path/f"draft-{len(ids)}-{kw.get('target_hidden_size', 'same')}.json"; p.write_text(json.dumps(cfg))
+    return p, cfg
+
+def _wiring(*args):
+    "`wiring ... --json` in a new interpreter, asserting it never imported torch; its rc and JSON."
+    code = ('import sys, json\nfrom eagle3_workbench.cli import main\n'
+            f'rc = main(["wiring", *{[str(a) for a in args]!r}, "--json"])\n'
+            'assert "torch" not in sys.modules, "wiring imported torch"\nsys.exit(rc)')
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-800:]
+    return json.loads(r.stdout)
+
+def test_wiring_names_a_fixed_aux_count(tmp_path):
+    p, cfg = _config(tmp_path, (1, 9, 17, 29))
+    f, = _wiring(p, '--n-layers', 32, '--engine', 'sglang==0.5.6')['findings']
+    h = cfg['hidden_size']   # SGLang 0.5.6 builds Linear(hidden_size * 3, hidden_size); the checkpoint's fc is [h, 4 * h]
+    assert (f['code'], f['severity'], f['evidence']['num_aux'], f['evidence']['fixed']) == ('AUX_COUNT_FIXED', 'error', 4, 3)
+    assert f"[{h}, {4 * h}]" in f['message'] and f"[{h}, {3 * h}]" in f['message'] and 'llama_eagle3.py' in f['message']
+    text = subprocess.run([sys.executable, '-m', 'eagle3_workbench.cli', 'wiring', str(p), '--n-layers', '32', '--engine', 'sglang==0.5.6'],
+                          capture_output=True, text=True).stdout
+    assert 'AUX_COUNT_FIXED (error): SGLang 0.5.6 builds' in text
+
+def test_wiring_twins_are_silent(tmp_path):
+    three, _ = _config(tmp_path, (1, 15, 28))
+    four, _ = _config(tmp_path, (1, 9, 17, 29))
+    assert _wiring(three, '--n-layers', 32, '--engine', 'sglang==0.5.6')['findings'] == []   # three states: what 0.5.6 builds
+    assert _wiring(four, '--n-layers', 32, '--engine', 'sglang==0.5.12')['findings'] == []  # 0.5.12 reads len(ids)
+    assert _wiring(four, '--n-layers', 32)['findings'] == []   # no release named: no release's limits
+
+def test_wiring_names_a_width_assumed(tmp_path):
+    narrow, cfg = _config(tmp_path, (1, 15, 28), target_hidden_size=8192)
+    f, = _wiring(narrow, '--n-layers', 32, '--engine', 'sglang==0.5.8')['findings']
+    assert (f['code'], f['evidence']['draft_hidden'], f['evidence']['target_hidden']) == ('TARGET_WIDTH_ASSUMED', cfg['hidden_size'], 8192)
+    assert _wiring(narrow, '--n-layers', 32, '--engine', 'sglang==0.5.12')['findings'] == []
+
+def test_static_checks_run_the_release_limits(tmp_path):
+    "The doctor's static checks on a loaded four-aux pair: AUX_COUNT_FIXED on 0.5.6, not on 0.5.12, not for a three-aux twin."
+    from eagle3_workbench.testing import save_tiny_target, tiny_draft_config, random_draft
+    from eagle3_workbench.loading import save_draft, load_pair
+    from eagle3_workbench.checks import static_findings
+    save_tiny_target(tmp_path/'t', 'llama')
+    codes = {}
+    for ids in ((1, 2, 3), (1, 2, 3, 4)):
+        cfg = tiny_draft_config(eagle_config=dict(eagle_aux_hidden_state_layer_ids=list(ids), use_aux_hidden_state=True))
+        save_draft(random_draft(cfg), tmp_path/f'd{len(ids)}', cfg)
+        pair = load_pair(str(tmp_path/'t'), str(tmp_path/f'd{len(ids)}'))
+        for rel in ('0.5.6', '0.5.12'):
+            codes[len(ids), rel] = {f.code for f in static_findings(pair, f'sglang=={rel}')[0]}
+    assert 'AUX_COUNT_FIXED' in codes[4, '0.5.6']
+    assert not {c for k, cs in codes.items() if k != (4, '0.5.6') for c in cs} & {'AUX_COUNT_FIXED', 'TARGET_WIDTH_ASSUMED'}
