@@ -56,6 +56,7 @@ CODES = {
     'TARGET_WIDTH_ASSUMED': "the deploying engine release sizes a buffer as if the target were as wide as the draft, and this draft is not",
     'AUX_WRONG_TENSOR': "a fed chunk matches no resid[k] but a neighbouring tensor: a layer's output without its residual, a norm's output",
     'TARGET_PRECISION_MISMATCH': "the fc input points where the training dump's does but differs in value: the target ran in another dtype or quantization than the dump",
+    'TARGET_OUTPUT_DIVERGES': "the deployment's greedy requests got other tokens than the target's own greedy decoding of the same prompt ids: the served target computes differently (dtype, quantization, another checkpoint, a kernel), so its acceptance is not this target's",
     'TARGET_ROTATED_BASIS': "the fc input has the dump's norms but not its directions, and one rotation maps one onto the other: a rotated (QuaRot-style) target",
 }
 # what each draft fault makes unusable: a pair with one of these is 'unusable', whatever it is fed

@@ -20,6 +20,7 @@ from .recording import Recording, is_recording
 from .scores import recorded_prompts
 from .wiring import resolve_wiring
 from .stages import pp_reading
+from .served_tokens import served_requests, served_vs_target, served_cause, served_findings, served_said
 
 # %% auto #0
 __all__ = ['STATUS', 'SIGNATURES', 'ZERO_CAUSES', 'expectation_settings', 'Expected', 'expectation_from_runs', 'pair_facts',
@@ -303,7 +304,8 @@ def _zero_said(z:dict)->str:
 
 def _comparison_findings(cmp)->list:
     "The comparison's findings: below expectation, the faults the settings show, zero acceptance, drift over time."
-    out, o, e, cs = [], cmp.observed, cmp.expected, cmp.causes
+    o, e, cs = cmp.observed, cmp.expected, cmp.causes
+    out = served_findings(e.facts)   # the served target is not the target: first, before what it makes of acceptance
     if cmp.verdict == 'below expectation':
         where = f"from draft position {cmp.first_divergence}" if cmp.first_divergence else "in accept length"
         top = f"; most specific cause: {cs[0].text} ({cs[0].status}{': ' + cs[0].evidence if cs[0].evidence else ''})" if cs else ''
@@ -387,6 +389,8 @@ class DeploymentComparison:
             z = self.zero
             lines += [f"  zero acceptance: {_zero_said(z)}; in-process the pair accepts {z['in_process']:.2f}"]
             lines += _cause_lines(z['causes'])
+        if st := self.expected.facts.get('served_tokens'):   # the finding, with what to do, or the positive check / why it cannot tell
+            lines.append(f"  TARGET_OUTPUT_DIVERGES: {f[0].message}" if (f := served_findings(self.expected.facts)) else f"  served tokens: {served_said(st)}")
         if self.trend and self.trend.verdict != 'not enough evidence': lines.append(f"  over time: {self.trend.verdict}, {self.trend.summary()}")
         if c := self.context:
             lines.append(f"  by context: {c['within']} requests within the draft's {c['limit']} positions accept {c['within_accept'] or float('nan'):.2f}, "
@@ -434,6 +438,7 @@ def compare_observed(observed:Observed, expected:Expected,
     sig = _signature(rows, first, length['below']) if verdict == 'below expectation' else None
     trend = acceptance_trend(observed, tol=tol_length) if observed.timeline else None
     causes = rank_causes(SIGNATURES[sig][1], observed, expected, trend) if sig else []
+    if sig and (r := served_cause(expected.facts)): causes.insert(0 if r[2] in ('shown', 'fits') else len(causes), Cause(*r))   # TARGET_OUTPUT_DIVERGES leads
     return DeploymentComparison(verdict, first, sig, rows, length, observed, expected, level, notes, causes, trend,
                                 zero_acceptance(observed, expected, trend),
                                 acceptance_by_context(observed, lim, level) if (lim := expected.facts.get('draft_positions')) else None)
@@ -483,5 +488,8 @@ def compare_deployment(observed, # path of what the deployment printed (any form
                               notes=notes + [f"wired as {eng} reads the draft config"], **st)
     if r := _release_reading(obs, eng, pair, exp.facts['n_layers']): exp.facts['release_reading'] = r
     asked = next((t for t in (settings.get('temperature'), obs.settings.get('temperature')) if t is not None), 0.0)
+    if served := served_requests(Path(observed)):   # the responses carry their tokens: are they the target's own greedy tokens?
+        exp.facts['served_tokens'] = served_vs_target(pair.target, pair.tokenizer, served, prompts if same_prompts else None, asked,
+                                                      settings.get('temperature') is not None or obs.settings.get('temperature') is not None)
     if asked > 0 and (vg := verify_greedy(obs)): exp.facts['verify_greedy'] = dict(vg, temperature=asked)   # the finding's evidence
     return compare_observed(obs, exp, same_prompts=same_prompts)
