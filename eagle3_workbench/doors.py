@@ -34,7 +34,7 @@ def deployment_kind(folder)->str|None:
     f = Path(folder)
     if not f.is_dir(): raise FileNotFoundError(f"{f}: no such folder")
     if (f/HANDOFF).is_file(): return 'handoff'
-    if (f/REQUEST).is_file() or any(f.glob(f'rank*_pid*/{RAW_PROCESS}')): return 'raw'
+    if (f/REQUEST).is_file() or any(f.glob('rank*_pid*/raw-pass-*.json')): return 'raw'   # a hook capture's rank folders hold records.jsonl
     return None
 
 def not_a_deployment(folder)->str:
