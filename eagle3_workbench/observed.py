@@ -243,7 +243,7 @@ SIGNATURES = {
         (None, "fewer draft tokens proposed or verified than configured (num_speculative_tokens, speculative_num_draft_tokens, a draft-length policy)", _tree),
         (None, "a cap on the accepted length in the verify step", None)]),
     'uniform': ("no single position falls significantly short, but together they do: every position a little lower", [
-        ('AUX_LAYERS_MISMATCH', "layer ids read one off from the rule compared (an engine release with another convention, e.g. SGLang PR #25454: "
+        ('AUX_LAYERS_MISMATCH', "layer ids read one off from the rule compared (an engine release with another convention, e.g. SGLang 0.5.13 on for DeepSeek/Kimi files: "
                                 "reference §2)", _release),
         ('TARGET_PRECISION_MISMATCH', "other numerics than the draft was trained with (dtype, quantization of the target or the draft)", _numerics),
         ('ACCEPT_DRIFT', "acceptance falling over the server's lifetime (a cache fault: vllm-project/vllm#41838)", _cache),
@@ -312,7 +312,7 @@ def _comparison_findings(cmp)->list:
         out.append(Finding('DEPLOYMENT_BELOW_EXPECTATION', 'error', f"the deployment accepts significantly less than the pair in-process {where}: "
                            f"{SIGNATURES[cmp.signature][0]}{top}", dict(first_divergence=cmp.first_divergence, signature=cmp.signature,
                            causes=[c.to_json() for c in cs], positions=json_ready(cmp.positions), accept_length=json_ready(cmp.accept_length))))
-    out += acceptance_knobs(o.settings)
+    out += acceptance_knobs(o.settings, o.release)
     if vg := e.facts.get('verify_greedy'):
         how = f"its log says so ({vg['said']!r})" if vg['shown'] == 'log' else f"its settings say device {vg['device']!r} ({'; '.join(vg['sources'])})"
         fix = f" or set {vg['switch']} on ROCm" if vg['switch'] else ''
@@ -469,12 +469,14 @@ def compare_deployment(observed, # path of what the deployment printed (any form
                        max_new_tokens:int|None=None, # default: the longest completion the output reports, else 32
                        same_prompts:bool=True, # False when the deployment served other prompts than `prompts` (wider intervals)
                        threads:int|None=None, # torch CPU threads (load_pair's rule when None)
+                       stated:dict|None=None, # settings the engine writes nowhere, stated by the user (`accept_rows.stated_setting`: SGLANG_SIMULATE_ACC_LEN)
                        **settings, # SpecSettings fields (speculative_num_steps, ..., temperature, top_p); None = from the output
                       )->DeploymentComparison:
     "Read what the deployment printed, run the expectation on the same prompts and settings, compare."
     for p in (observed, before):
         if p is not None and not Path(p).is_file(): raise FileNotFoundError(f"{p}: no such file")
     obs = read_observed(Path(observed), Path(before) if before else None)
+    obs.settings.update(stated or {})   # the user's word on what the output cannot show
     read = prompts is not None or not _recorded(target)   # a recording without prompts: the prompts it recorded
     prompts = (read_prompts(prompts, n_prompts) if prompts is None or isinstance(prompts, (str, Path)) else list(prompts)[:n_prompts]) if read else None
     st, notes = expectation_settings(obs, **settings)

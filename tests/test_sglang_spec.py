@@ -1,0 +1,130 @@
+"""SGLang 0.5.23's own EAGLE-3 runs on CPU, held against the workbench request by request.
+
+`tests/fixtures/sglang-spec/` holds what a real SGLang server wrote while serving the zoo's tiny-llama pair with
+speculative decoding (chain of 3, greedy, 8 zoo prompts x 32 tokens), correctly wired and with planted faults
+(`scripts/sglang_spec_run.py` made them; the folder's README has the commands). The workbench runs the same prompts with
+the same settings in-process, reading the draft config as SGLang 0.5.23 reads it.
+"""
+import json, shutil
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT/'tests'/'fixtures'/'sglang-spec'
+ZOO = ROOT/'eagle3_workbench'/'zoo_data'
+SHIPPED = (2, 5, 7)   # the zoo draft's top-level ids; SGLang 0.5.23 reads only eagle_config's, so as shipped it feeds its default
+# what scripts/sglang_spec_run.py wrote into the draft's config.json for each case (None: as shipped)
+EDITS = {'correct': None, 'off_by_one_toplevel': ('top', [3, 6, 8]), 'off_by_one': ('nested', [2, 5, 7]), 'embedding': ('nested', [-1, 4, 6]),
+         'fixed': ('nested', [1, 4, 6])}   # fixed: what `diagnose` recommended for the off_by_one copy (fixed/diagnose.json)
+FED = {'correct': (2, 5, 7), 'off_by_one_toplevel': (2, 5, 7), 'off_by_one': (3, 6, 8), 'embedding': (0, 5, 7), 'fixed': (2, 5, 7)}   # SGLang 0.5.23's llama.py: id k = resid[k + 1]
+SETTINGS = dict(speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4)
+CASES = [c for c in EDITS if (FIX/c/'responses.jsonl').exists()]
+
+def responses(case:str)->list: return [json.loads(l) for l in (FIX/case/'responses.jsonl').read_text().splitlines() if l.strip()]
+
+def draft_copy(tmp:Path, edit)->Path:
+    "The zoo draft with the case's config edit, as the script served it."
+    d = tmp/'draft'
+    shutil.copytree(ZOO/'tiny-llama-eagle3', d)
+    if edit is not None:
+        cfg = json.loads((d/'config.json').read_text())
+        where, ids = edit
+        if where == 'top': cfg['eagle_aux_hidden_state_layer_ids'] = ids
+        else: cfg['eagle_config'] = {'eagle_aux_hidden_state_layer_ids': ids, 'use_aux_hidden_state': True}
+        (d/'config.json').write_text(json.dumps(cfg))
+    return d
+
+@pytest.fixture(scope='module')
+def prompts():
+    from eagle3_workbench.loading import load_tokenizer
+    from eagle3_workbench.prompts import read_prompts
+    tok = load_tokenizer(ZOO/'tiny-llama')
+    return [tok(p, add_special_tokens=False)['input_ids'] for p in read_prompts(None, 8)]
+
+@pytest.fixture(scope='module')
+def runs(prompts, tmp_path_factory):
+    "Each case run in-process as SGLang 0.5.23 reads its config: (pair, RunReport)."
+    from eagle3_workbench.loading import load_pair
+    from eagle3_workbench.engine import run_prompts
+    out = {}
+    for case in CASES:
+        pair = load_pair('zoo:tiny-llama', draft_copy(tmp_path_factory.mktemp(case), EDITS[case]), engine='sglang==0.5.23')
+        out[case] = pair, run_prompts(pair, prompts[:len(responses(case))], max_new_tokens=32, progress=False, **SETTINGS)
+    return out
+
+def per_request(rep)->list:
+    "What SGLang's meta_info says of each request, computed from the in-process cycles."
+    return [dict(spec_verify_ct=len(run), spec_num_correct_drafts=sum(s.verify.accepted for s in run),
+                 spec_correct_drafts_histogram=[sum(s.verify.accepted == j for s in run) for j in range(SETTINGS['speculative_num_steps'] + 1)])
+            for run in rep.runs]
+
+def test_the_fixtures_are_what_the_script_says():
+    assert 'correct' in CASES and 'embedding' in CASES, CASES
+    for case in CASES:
+        rs = responses(case)
+        assert len(rs) in (4, 8) and all(r['meta_info']['completion_tokens'] == 32 and len(r['output_ids']) == 32 for r in rs), case
+        info = json.loads((FIX/case/'server_info.json').read_text())
+        assert (info['speculative_algorithm'], info['speculative_num_steps'], info['speculative_num_draft_tokens'], info['device']) == ('EAGLE3', 3, 4, 'cpu')
+
+@pytest.mark.slow
+def test_each_case_is_fed_what_sglang_reads(runs):
+    for case in CASES: assert tuple(runs[case][0].wiring.resid_layers) == FED[case], case
+
+@pytest.mark.slow
+@pytest.mark.parametrize('case', [c for c in ('correct', 'off_by_one_toplevel', 'off_by_one', 'fixed') if c in CASES])
+def test_each_wiring_is_the_engines_to_the_verify_step(runs, case):
+    "Every request, correctly wired or one layer off: SGLang's verify steps, accepted drafts and histogram, and its greedy tokens, exactly."
+    _, rep = runs[case]
+    rs = responses(case)
+    for i, (mine, r) in enumerate(zip(per_request(rep), rs)):
+        m = r['meta_info']
+        assert mine == {k: m[k] for k in mine}, (case, i, mine, m)
+        assert rep.outputs[i][:32] == r['output_ids'], (case, i)
+    assert rep.lossless is True
+    total = sum(len(run) for run in rep.runs)
+    assert total == sum(r['meta_info']['spec_verify_ct'] for r in rs)
+    served = sum(r['meta_info']['spec_num_correct_drafts'] + r['meta_info']['spec_verify_ct'] for r in rs) / total   # accepted + bonus per verify step
+    assert abs(rep.summary['accept_length'] - served) < 1e-12
+
+@pytest.mark.slow
+def test_counting_after_the_prefill_token_would_run_more_verify_steps(runs, prompts):
+    "SGLang counts the prefill's token toward max_new_tokens; counted from the token after it, a run whose tokens land on 32 runs one verify more."
+    from eagle3_workbench.engine import Session
+    more = {}
+    for case in [c for c in ('correct', 'off_by_one') if c in CASES]:
+        pair, rep = runs[case]
+        rs = responses(case)
+        for i, p in enumerate(prompts[:len(rs)]):
+            s = Session(pair, **SETTINGS)
+            s.stopping = s.stopping._replace(counts_prefill=False)   # the workbench's rule before it read the engines'
+            lands = 1 + sum(c.verify.accept_length for c in rep.runs[i]) == 32   # the prefill's token and the cycles make exactly 32
+            assert len(s.run(32, prompt=p)) == rs[i]['meta_info']['spec_verify_ct'] + lands, (case, i)
+            more[case] = more.get(case, 0) + lands
+    assert more.get('off_by_one', 0) >= 1, more   # served off by one: 72 verify steps, 73 counted the other way
+
+def compare_json(forked_cli, tmp_path, case:str, draft)->tuple:
+    "(exit code, JSON) of `compare` on a case's responses, the expectation wired as SGLang 0.5.23 reads `draft`."
+    n = len(responses(case))
+    p = forked_cli.run(['compare', '--observed', str(FIX/case/'responses.jsonl'), '--target', 'zoo:tiny-llama', '--draft', str(draft),
+                        '--engine', 'sglang==0.5.23', '--n-prompts', str(n), '--json'], tmp_path, 900)
+    assert p.returncode in (0, 1, 3), p.stderr[-2000:]
+    return p.returncode, json.loads(p.stdout)
+
+@pytest.mark.slow
+@pytest.mark.parametrize('case', [c for c in ('correct', 'off_by_one') if c in CASES])
+def test_compare_says_as_expected_with_the_engines_verify_steps(forked_cli, tmp_path, case):
+    "The pair wired as the case's config reads: as expected, the same verify steps and accept length as SGLang counted."
+    code, j = compare_json(forked_cli, tmp_path, case, draft_copy(tmp_path, EDITS[case]))
+    rs = responses(case)
+    assert (code, j['verdict']) == (0, 'as expected'), j['verdict']
+    assert j['observed']['drafts'] == j['expected']['cycles'] == sum(r['meta_info']['spec_verify_ct'] for r in rs)
+    assert abs(j['observed']['accept_length'] - j['expected']['accept_length']) < 1e-9
+    assert tuple(j['expected']['resid_layers']) == FED[case]
+
+@pytest.mark.slow
+@pytest.mark.skipif('embedding' not in CASES, reason='the embedding case is served by scripts/sglang_spec_run.py --cases embedding')
+def test_compare_names_the_planted_embedding_against_the_shipped_pair(forked_cli, tmp_path):
+    "The embedding-fed deployment against what the shipped pair accepts: below expectation."
+    code, j = compare_json(forked_cli, tmp_path, 'embedding', draft_copy(tmp_path, None))
+    assert (code, j['verdict']) == (1, 'below expectation'), j['verdict']
+    assert j['observed']['accept_length'] < j['expected']['accept_length'] - 1
