@@ -1,27 +1,34 @@
 #!/usr/bin/env python
 """Serve a zoo pair with SGLang's real EAGLE-3 on CPU, for several wirings of the draft config, and keep what it wrote.
 
-For each case the draft folder is copied to a temporary folder and only `eagle_aux_hidden_state_layer_ids` of its
-config.json is changed (the zoo is never written):
+For each case the draft folder is copied to a temporary folder and only its config.json's layer ids are changed (the zoo
+is never written). SGLang 0.5.23 reads `eagle_config.eagle_aux_hidden_state_layer_ids` only (not the top-level key:
+`model_executor/model_runner_components/spec_aux_hidden_state.py:185-196`) and captures resid[n + 1] for each id n
+(`models/llama.py:933-941`; without ids its default layers [2, N // 2, N - 3] with no + 1). The zoo draft has only the
+top-level ids (the resid[k] it was trained on, [2, 5, 7] for tiny-llama), so:
 
-- `correct`: the ids as shipped;
-- `off_by_one`: every id + 1;
-- `embedding`: the lowest id replaced by -1 (SGLang's llama.py captures resid[id + 1]: -1 is resid[0], the embedding);
-- `fixed`: the ids `eagle3-workbench diagnose --draft <the off_by_one copy> --engine sglang==0.5.23 --json` recommends.
+- `correct`: the config as shipped (SGLang's default capture, resid[2, 5, 7]);
+- `off_by_one`: eagle_config's ids = the top-level ids (resid[k + 1]: one layer late);
+- `embedding`: eagle_config's ids = the top-level ids - 1, the lowest replaced by -1 (resid[0], the embedding);
+- `fixed`: eagle_config's ids as `eagle3-workbench diagnose --draft <the off_by_one copy> --engine sglang==0.5.23
+  --json` recommends (`recommended.for_engine`; its JSON is kept as `fixed/diagnose.json`);
+- `off_by_one_toplevel`: the top-level ids + 1 and no eagle_config (SGLang does not read them).
 
 Each case starts `python -m sglang.launch_server` (greedy, float32, `--speculative-algorithm EAGLE3
 --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4`), sends the first N zoo held-out
 prompts as ONE batched `/generate` request (token ids as `eagle3-workbench run` tokenises them: the target tokenizer,
 no special tokens; `temperature 0`), GETs `/get_server_info`, stops the server and writes
-`OUT/<case>/{responses.jsonl,server_info.json,server.log}` (responses in the batch's order, one per line, keys sorted).
+`OUT/<case>/{responses.jsonl,server_info.json,server.log}` (responses in the batch's order, one per line, keys sorted;
+machine paths replaced by names: TARGET, DRAFT, SGLANG_VENV, PYTHON_HOME, SITECUSTOMIZE, SCRIPTS).
 
 How EAGLE-3 runs on SGLang 0.5.23's CPU path. Launched as the other CPU scripts launch SGLang (`--device cpu`, the
-`torch_native` attention backend), EAGLE-3 stops at start-up: "EAGLE is not supported in decode attention backend
-torch_native"; with `--attention-backend triton` Triton finds "0 active drivers"; past that, the tree build of the
-draft (`sglang/kernels/ops/speculative/spec_tree.py`, `build_tree_kernel_efficient_func`) has no branch for this host:
-`is_cuda()`, `is_hip()`, `is_musa()`, `is_npu()`, `is_xpu()` are all False and `is_cpu()` is False unless
-`SGLANG_USE_CPU_ENGINE=1` (whose branch calls sgl_kernel's compiled CPU ops, absent here), so it reaches the CUDA
-name `sgl_build_tree_kernel_efficient`, never imported (NameError). What this script changes, all outside SGLang's files:
+`torch_native` attention backend), EAGLE-3 stopped at start-up when first tried (not rerun here): "EAGLE is not
+supported in decode attention backend torch_native"; with `--attention-backend triton`, Triton found "0 active
+drivers" (no GPU). Past that (read in 0.5.23's source), the draft's tree build (`sglang/kernels/ops/speculative/
+spec_tree.py`, `build_tree_kernel_efficient_func`) has no branch for this host: `is_cuda()`, `is_hip()`, `is_musa()`,
+`is_npu()`, `is_xpu()` are all False and `is_cpu()` is False unless `SGLANG_USE_CPU_ENGINE=1` (whose branch calls
+sgl_kernel's compiled CPU ops, absent here), so past `reject_out_of_tree_path` (a no-op for the in-tree CPU platform)
+it calls the CUDA name `sgl_build_tree_kernel_efficient`, never imported (NameError). What this script changes, all outside SGLang's files:
 
 1. the server's environment: `TRITON_INTERPRET=1` (Triton's own interpreter runs every `@triton.jit` kernel on CPU
    tensors with numpy: the triton attention backend's kernels and the spec_tree kernels, unmodified);
@@ -35,7 +42,7 @@ name `sgl_build_tree_kernel_efficient`, never imported (NameError). What this sc
 
 Slow: each verify cycle of a batch of 8 takes tens of seconds under the interpreter on 2 cores.
 
-    python scripts/sglang_spec_run.py --sglang-python ../sglvenv/bin/python [--cases correct,off_by_one,embedding,fixed] \\
+    python scripts/sglang_spec_run.py --sglang-python ../sglvenv/bin/python [--cases correct,off_by_one,embedding,fixed,off_by_one_toplevel] \\
         [--n-prompts 8] [--max-new-tokens 32] [--out tests/fixtures/sglang-spec] [--port 30170]
 
 The SGLang virtual environment: scripts/sglang_cpu_check.py's docstring. Exit status: 0 every case served, 1 not.
