@@ -85,9 +85,10 @@ def sglang_rule_note(mtype:str|None)->str:
     "Which of SGLang's rules applies to a target model type, said aloud from the model-file rows (each file has its own setter)."
     own = sorted({m.file for m in MODEL_FILES if m.engine == SGLANG and m.family != 'llama' and not set(m.model_types) & set(PR25454_FILES)})
     if mtype is None:
-        return (f"no --model-type or --target given: the '{NAMED['sglang-pr25454'].row}' row assumes a DeepSeek/Kimi target "
+        old, new = [label for label, name, *_ in READING_ROWS if NAMED[name].family == SGLANG]   # the two SGLang rows, oldest first
+        return (f"no --model-type or --target given: the '{new}' row assumes a DeepSeek/Kimi target "
                 f"({', '.join(PR25454_FILES)}), the only model files whose rule changed in 0.5.13 (PR #25454); for any other target "
-                f"SGLang 0.5.23 reads the ids as the '{NAMED['sglang-legacy'].row}' row does. Pass --model-type or --target to decide. "
+                f"SGLang 0.5.23 reads the ids as the '{old}' row does. Pass --model-type or --target to decide. "
                 f"{assumed_file(SGLANG, None)}; {', '.join(own)} also read or capture otherwise.")
     e = Engine.named(SGLANG)
     m, r, plus_one = model_file(SGLANG, mtype), e.rules(mtype), e.rules().convention   # llama.py's rule: the one 0.5.13 left alone
