@@ -51,7 +51,8 @@ def cost_rows(name:str, target:str, draft:str, trained:tuple, sizes:tuple)->list
 def table_md(rows:list)->str:
     L = ['| pair | fault (fed) | prompts | accept length fed -> trained | cost (95% CI) | reading | prompts that would tell |', '|---|---|---|---|---|---|---|']
     for r in rows:
-        tell = '' if r['reading'] != 'no measurable cost' else ('none would: alike on every prompt' if r['prompts_to_tell'] is None else f"about {r['prompts_to_tell']}")
+        tell = '' if r['reading'] != 'no measurable cost' else f"about {r['prompts_to_tell']}" if r['prompts_to_tell'] else \
+               'none would: alike on every prompt' if r['ci'][0] == r['ci'][1] else 'none: the change measured rounds to zero'
         L.append(f"| {r['pair']} | {r['fault']} {r['fed']} | {r['prompts']} | {r['before']:.2f} -> {r['after']:.2f} | {r['cost']:+.2f} "
                  f"({r['ci'][0]:+.2f} .. {r['ci'][1]:+.2f}) | {r['reading']} | {tell} |")
     return '\n'.join(L)

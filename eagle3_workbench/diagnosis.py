@@ -80,7 +80,8 @@ def fault_cost(rec:dict, # a recommendation's JSON (`Recommendation.to_json`)
     else: reading, said = 'no measurable cost', (f"no measurable cost on these {n} prompts (change {g:+.2f}, 95% CI {lo:+.2f} .. {hi:+.2f}): the verdict "
                                                  "stands on the wiring evidence, but changing the config buys nothing measurable here; "
                                                  + (f"about {need} prompts would tell a change of {abs(g):.2f}" if need else
-                                                    "both wirings accepted alike on every prompt, so no number of such prompts would show a cost"))
+                                                    "both wirings accepted alike on every prompt, so no number of such prompts would show a cost" if hi == lo else
+                                                    "the change measured rounds to zero: more prompts would narrow the interval around no cost"))
     return dict(base, reading=reading, cost=g, ci=[lo, hi], prompts=n, prompts_to_tell=need, said=said)
 
 # %% ../nbs/04d_diagnosis.ipynb #6ef8d153

@@ -128,3 +128,11 @@ def test_compare_names_the_planted_embedding_against_the_shipped_pair(forked_cli
     code, j = compare_json(forked_cli, tmp_path, 'embedding', draft_copy(tmp_path, None))
     assert (code, j['verdict']) == (1, 'below expectation'), j['verdict']
     assert j['observed']['accept_length'] < j['expected']['accept_length'] - 1
+
+@pytest.mark.parametrize('case', CASES)
+def test_the_log_read_is_the_responses_accept_length(case):
+    "The server's decode lines, each weighed by the requests it covers, give the accept length its responses give (lines print 2 decimals)."
+    from eagle3_workbench.outputs import read_observed
+    rs = responses(case)
+    served = sum(r['meta_info']['spec_num_correct_drafts'] + r['meta_info']['spec_verify_ct'] for r in rs) / sum(r['meta_info']['spec_verify_ct'] for r in rs)
+    assert abs(read_observed(FIX/case/'server.log').accept_length - served) < 0.005, case
