@@ -136,3 +136,12 @@ def test_the_log_read_is_the_responses_accept_length(case):
     rs = responses(case)
     served = sum(r['meta_info']['spec_num_correct_drafts'] + r['meta_info']['spec_verify_ct'] for r in rs) / sum(r['meta_info']['spec_verify_ct'] for r in rs)
     assert abs(read_observed(FIX/case/'server.log').accept_length - served) < 0.005, case
+
+def test_a_device_cpu_server_is_not_told_it_verifies_by_argmax():
+    "This server ran with --device cpu and without SGLANG_USE_CPU_ENGINE: SGLang 0.5.23's is_cpu() is false there, so no VERIFY_GREEDY; the report cannot tell."
+    from eagle3_workbench.outputs import read_observed
+    from eagle3_workbench.knobs import verify_greedy, verify_note
+    o = read_observed(FIX/'correct'/'server_info.json')
+    assert (o.release.key, o.settings['device']) == ('sglang==0.5.23', 'cpu')
+    assert 'SGLANG_USE_CPU_ENGINE' not in (FIX/'correct'/'server.log').read_text()   # the environment is not in what it reports
+    assert verify_greedy(o) is None and verify_note(o).startswith('cannot tell from what the server reports')
