@@ -59,10 +59,16 @@ def scatter(raw:Path, rank:int=1, layer:int=3):
     f = next(raw.glob(f'rank{rank}_pid*'))/'raw-pass-000000.safetensors'
     x = load_file(f); x[f'resid.{layer}'] = x[f'resid.{layer}'][1::2].contiguous(); save_file(x, str(f))
 
+def diverge(raw:Path, rank:int=3, layer:int=4):
+    "Stage 1's second tensor rank holds other tokens' states in its second pass (rolled by one row): the same count, other values."
+    f = next(raw.glob(f'rank{rank}_pid*'))/'raw-pass-000001.safetensors'
+    x = load_file(f); x[f'resid.{layer}'] = x[f'resid.{layer}'].roll(1, 0).contiguous(); save_file(x, str(f))
+
 RAW = "the raw passes of an engine recording"
 
-@pytest.mark.parametrize('code, layout, plant', [('AUX_PP_LOCAL_IDS', dict(pp=2), local_ids), ('AUX_ROWS_SCATTERED', dict(tp=2, ep=2), scatter)],
-                         ids=['AUX_PP_LOCAL_IDS', 'AUX_ROWS_SCATTERED'])
+@pytest.mark.parametrize('code, layout, plant', [('AUX_PP_LOCAL_IDS', dict(pp=2), local_ids), ('AUX_ROWS_SCATTERED', dict(tp=2, ep=2), scatter),
+                                                 ('AUX_RANK_DIVERGENCE', dict(tp=2, pp=2), diverge)],
+                         ids=['AUX_PP_LOCAL_IDS', 'AUX_ROWS_SCATTERED', 'AUX_RANK_DIVERGENCE-raw'])
 def test_raw_layout_class_from_the_command(tiny, forked_cli, tmp_path, code, layout, plant):
     tmp, pair, rec = tiny
     raw = raw_from_recording(rec, tmp_path/'raw', chunk=8, target=pair.target_path, **layout)
@@ -73,7 +79,7 @@ def test_raw_layout_class_from_the_command(tiny, forked_cli, tmp_path, code, lay
     assert out['deployment']['kind'] == 'raw' and out['deployment']['assembled'] is False and out['deployment']['findings'] == [code]
     assert out['deployment']['layout'] == dict(dict(tp=1, pp=1, dp=1, ep=1), **layout)
 
-@pytest.mark.parametrize('layout', [dict(pp=2), dict(tp=2, ep=2)], ids=['pp2', 'tp2-ep2'])
+@pytest.mark.parametrize('layout', [dict(pp=2), dict(tp=2, ep=2), dict(tp=2, pp=2), dict(dp=2)], ids=['pp2', 'tp2-ep2', 'tp2-pp2', 'dp2'])
 def test_raw_clean_twin_is_assembled_and_diagnosed(tiny, forked_cli, tmp_path, layout):
     "The same layouts unplanted: no layout class; the doctor ran on the assembled recording, its prompts the recording's."
     tmp, pair, rec = tiny
@@ -209,3 +215,27 @@ def test_handoff_from_the_command(tiny, forked_cli, tmp_path, sent):
         assert f['evidence']['chunks'] == [f'resid[{k}]' for k in pair.wiring.resid_layers]
     else:
         assert f['code'] == 'HANDOFF_TARGET_STATE' and f['evidence']['layers'] == [f'resid[{N}]'] and len(f['evidence']['rows']) == n
+
+def test_handoff_with_the_target_in_process(zoo_capture, forked_cli, tmp_path):
+    """With --target instead of --recording, the hand-off prompts are recorded in-process. The zoo draft is narrower than its
+    target (128 against 160): the target's last state sent is a row the target's width (sglang#13590), named by its width."""
+    from eagle3_workbench.loading import load_pair
+    from eagle3_workbench.prompts import read_prompts
+    pair = load_pair('zoo:tiny-llama', 'zoo:tiny-llama-eagle3')
+    prompts = [pair.tokenizer(p, add_special_tokens=False)['input_ids'][:12] for p in read_prompts(n=2)]
+    rec, N = record(pair, prompts, max_new_tokens=0), pair.n_layers
+    ho = handoff(tmp_path/'ho', torch.stack([rec.resid(N, i)[len(p) - 1] for i, p in enumerate(prompts)]), prompts)
+    rc, out, err = diagnose(forked_cli, tmp_path, '--deployment', ho, '--target', 'zoo:tiny-llama', '--draft', 'zoo:tiny-llama-eagle3', '--n-prompts', 3)
+    said_kind(err, ho, 'a disaggregated hand-off dump')
+    f, = [f for f in out['findings'] if f['code'].startswith('HANDOFF_')]
+    H, D = rec.target['hidden_size'], pair.draft.config.hidden_size
+    assert H != D and f['code'] == 'HANDOFF_WIDTH' and (f['evidence']['width'], f['evidence']['expected']) == (H, D) and rc == 1
+    assert "sized by the target's hidden size" in f['message']
+
+def test_a_tensor_dump_is_read_as_one(forked_cli, tmp_path):
+    "An SGLang tensor dump of two ranks (no draft.fc.in in it): read as a tensor dump, its ranks checked, said in one line."
+    from test_runtime_classes import write_dump   # SGLang's dump layout: the input norms' [normed, resid] of one prefill pass
+    write_dump(tmp_path/'dump', 0, 0, [1, 2]); write_dump(tmp_path/'dump', 1, 0, [1, 2], scale=1.5)
+    rc, out, err = diagnose(forked_cli, tmp_path, '--deployment', tmp_path/'dump', '--n-prompts', 2)
+    said_kind(err, tmp_path/'dump', 'an SGLang tensor dump')
+    assert out['deployment']['kind'] == 'sglang-dump' and out['deployment']['ranks'] == [0, 1] and 'AUX_RANK_DIVERGENCE' in codes(out)
