@@ -304,8 +304,11 @@ def _compare(a)->int:
     for p, flag in ((a.observed, '--observed'), (a.before, '--before')):
         if p is not None and not Path(p).is_file(): return _compare_error(a, f"{flag} {p}: no such file")
     if a.recording is not None and a.target is not None: return _compare_error(a, f"--target {a.target} and --recording {a.recording}: give one of them")
+    from eagle3_workbench.accept_rows import stated_setting   # a knob the engine writes nowhere (SGLANG_SIMULATE_ACC_LEN), checked against its row
+    try: stated = dict(stated_setting(t) for t in a.setting)
+    except ValueError as e: return _compare_error(a, str(e))
     try: cmp = compare_deployment(a.observed, a.recording or a.target or 'zoo:tiny-dsv3', a.draft, a.prompts, a.n_prompts, before=a.before, engine=a.engine,
-                                  max_new_tokens=a.max_new_tokens, same_prompts=not a.other_prompts, threads=a.threads, **settings)
+                                  max_new_tokens=a.max_new_tokens, same_prompts=not a.other_prompts, threads=a.threads, stated=stated, **settings)
     except KeyError as e: return _compare_error(a, str(e.args[0]))
     except (OSError, ValueError, TypeError) as e: return _compare_error(a, str(e))
     print(json.dumps(cmp.to_json(), indent=1) if a.json else cmp)

@@ -31,5 +31,8 @@ def compare_arguments(c, # the `compare` subparser
     c.add_argument('--num-draft-tokens', type=at_least(2), default=None)
     c.add_argument('--temperature', type=at_least(0.0, float), default=None)
     c.add_argument('--top-p', type=unit, default=None)
+    c.add_argument('--setting', action='append', default=[], metavar='NAME=VALUE',
+                   help="a setting the engine writes nowhere, stated (repeatable): SGLANG_SIMULATE_ACC_LEN=3.5, rejection_sample_method=fly; "
+                        "the names of accept_rows.ACCEPT_KNOBS")
     c.add_argument('--json', action='store_true')
     return c

@@ -44,6 +44,7 @@ CODES = {
     'ACCEPT_ZERO': 'the deployment accepted no draft token at all (accept length exactly 1.00): the causes that give exactly zero, ranked by the other evidence',
     'ACCEPT_DRIFT': "the deployment's acceptance falls over time within one server lifetime (a regression slope below zero): a cache reuse fault's signature",
     'ACCEPT_SYNTHETIC': "the deployment's acceptance is not measured but made: a relaxed acceptance threshold or synthetic acceptance rates are on, so its accept length says nothing of the draft",
+    'ACCEPT_LOSSY': "the deployment verifies under a lossy rule (vLLM's rejection_sample_method 'fly'): it accepts draft tokens the target's exact verification rejects, so its accept length overstates the draft's and its outputs are not the target's",
     'VERIFY_GREEDY': "the deploying release verifies every request by argmax on this device: requests that sample get the greedy outputs, and the accept length is the greedy pair's",
     'AUX_PP_STAGE_DROPPED': 'an aux layer lies on a pipeline stage before the last: the engine captures aux states on the last stage only, so they never reach the draft',
     'AUX_PP_LOCAL_IDS': "a pipeline stage names its layers by their index on the stage, not the global id: the configured aux ids never match on a stage after the first",

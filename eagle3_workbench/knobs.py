@@ -6,21 +6,18 @@
 from __future__ import annotations
 from .engine_rows import FAMILIES, VERIFY_ROWS
 from .engines import Engine, version_tuple
-from .findings import Finding
+from .accept_rows import knob_findings
 from .outputs import SETTINGS_NAMES, Observed
 
 # %% auto #0
 __all__ = ['acceptance_knobs', 'verify_greedy', 'verify_note']
 
 # %% ../nbs/04ba_knobs.ipynb #be288a01
-def acceptance_knobs(settings:dict, # the deployment's settings (`engine_settings`, or what `read_observed` found)
-                    )->list: # [] or one ACCEPT_SYNTHETIC finding naming each knob that is on
-    "The settings under which a deployment's acceptance is made, not measured (SGLang's relaxed thresholds, vLLM's synthetic rates)."
-    on = [f"{SETTINGS_NAMES[k][0]} {v}" for k in ('accept_threshold_single', 'accept_threshold_acc') if (v := settings.get(k)) is not None and v < 1]
-    if settings.get('rejection_sample_method') == 'synthetic': on.append("speculative_config.rejection_sample_method 'synthetic'")
-    return [Finding('ACCEPT_SYNTHETIC', 'error', f"the deployment's acceptance is set, not measured: {', '.join(on)}: its accept length and "
-                    "per-position rates say nothing of the draft; compare with exact verification (threshold 1, rejection_sample_method "
-                    "'standard')", dict(settings={k: settings[k] for k in settings if k in ('accept_threshold_single', 'accept_threshold_acc', 'rejection_sample_method')}))] if on else []
+def acceptance_knobs(settings:dict, # the deployment's settings (`engine_settings`, what `read_observed` found, what `compare --setting` stated)
+                     release=None, # the release the output states (None: every release's rows)
+                    )->list: # [], or one finding per code: ACCEPT_SYNTHETIC, ACCEPT_LOSSY, naming each knob that is on
+    "The settings under which a deployment's acceptance is made or loosened, not measured exactly (the rows of `accept_rows.ACCEPT_KNOBS`)."
+    return knob_findings(settings, release)
 
 # %% ../nbs/04ba_knobs.ipynb #d4366483
 def _verify_rows(eng:Engine)->list:

@@ -62,3 +62,47 @@ def test_static_checks_run_the_release_limits(tmp_path):
             codes[len(ids), rel] = {f.code for f in static_findings(pair, f'sglang=={rel}')[0]}
     assert 'AUX_COUNT_FIXED' in codes[4, '0.5.6']
     assert not {c for k, cs in codes.items() if k != (4, '0.5.6') for c in cs} & {'AUX_COUNT_FIXED', 'TARGET_WIDTH_ASSUMED'}
+
+OBS = Path(__file__).parent/'fixtures'/'observed'
+SMALL = ['--target', 'zoo:tiny-llama', '--n-prompts', 2, '--max-new-tokens', 8, '--json']
+
+def _compare(forked_cli, tmp_path, observed, *extra)->tuple:
+    "(exit code, finding codes, findings by code) of `compare --observed OBSERVED ... --json` in a process of its own."
+    p = forked_cli.run(['compare', '--observed', observed, *SMALL, *extra], tmp_path, 900)
+    j = json.loads(p.stdout)
+    assert 'error' not in j, j
+    return p.returncode, [f['code'] for f in j['findings']], {f['code']: f for f in j['findings']}
+
+def test_a_knob_the_engine_writes_nowhere_is_stated(forked_cli, tmp_path):
+    "SGLang 0.5.23 reads SGLANG_SIMULATE_ACC_LEN from the environment (srt/environ.py:527) and replaces the accept index"
+    " with a simulated one (srt/speculative/eagle_utils.py:807-840); its responses do not show it, `--setting` states it."
+    _, codes, by = _compare(forked_cli, tmp_path, OBS/'sglang_generate.jsonl', '--setting', 'SGLANG_SIMULATE_ACC_LEN=3.5')
+    assert 'ACCEPT_SYNTHETIC' in codes and 'SGLANG_SIMULATE_ACC_LEN 3.5' in by['ACCEPT_SYNTHETIC']['message']
+    assert by['ACCEPT_SYNTHETIC']['evidence']['settings'] == {'simulate_acc_len': 3.5}
+    _, codes, _ = _compare(forked_cli, tmp_path, OBS/'sglang_generate.jsonl', '--setting', 'SGLANG_SIMULATE_ACC_LEN=-1')   # SGLang's default: off
+    assert 'ACCEPT_SYNTHETIC' not in codes
+
+def test_vllm_fly_is_lossy_read_or_stated(forked_cli, tmp_path):
+    "vLLM 0.34's rejection_sample_method 'fly' (config/speculative.py:98, 616-617, 1700-1720): read from the log's non-default"
+    " args where vLLM writes it, stated with --setting where the output does not show it; the clean log names neither."
+    log = (OBS/'vllm_server.log').read_text()
+    plain = "'num_speculative_tokens': 3}}"
+    assert plain in log
+    planted = tmp_path/'fly.log'; planted.write_text(log.replace(plain, "'num_speculative_tokens': 3, 'rejection_sample_method': 'fly'}}"))
+    _, codes, by = _compare(forked_cli, tmp_path, planted)
+    assert 'ACCEPT_LOSSY' in codes and 'ACCEPT_SYNTHETIC' not in codes
+    assert "rejection_sample_method 'fly'" in by['ACCEPT_LOSSY']['message'] and 'fly.py' in by['ACCEPT_LOSSY']['evidence']['rows'][0]['source']
+    _, codes, _ = _compare(forked_cli, tmp_path, OBS/'vllm_server.log', '--setting', 'rejection_sample_method=fly')
+    assert 'ACCEPT_LOSSY' in codes
+    _, codes, _ = _compare(forked_cli, tmp_path, OBS/'vllm_server.log')
+    assert not {'ACCEPT_LOSSY', 'ACCEPT_SYNTHETIC'} & set(codes)
+
+@pytest.mark.parametrize('setting, said', [('SGLANG_SIMULATE_ACC_LEN=many', 'SGLANG_SIMULATE_ACC_LEN takes a number'),
+                                           ('rejection_sample_method=loose', 'takes one of standard, synthetic, block, fly'),
+                                           ('speculative_num_steps=3', 'is no acceptance setting'),
+                                           ('SGLANG_SIMULATE_ACC_LEN', 'expected NAME=VALUE')])
+def test_a_bad_setting_is_one_line(setting, said):
+    r = subprocess.run([sys.executable, '-m', 'eagle3_workbench.cli', 'compare', '--observed', str(OBS/'vllm_server.log'), '--setting', setting],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == '' and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith('eagle3-workbench compare: error: --setting ') and said in r.stderr
