@@ -98,15 +98,34 @@ def test_stepper_on_the_engine_recording_in_jupyterlab(tmp_path, browser_ok):
                   f"the draft stage in the detail line (got {detail.inner_text()!r})")
             click('Verify', r'^verify: accepted \d of 3')
             select('stage').select_option('draft.fc.in')
-            until(lambda: 'chunk 0 = resid[2], as the config reads' in detail.inner_text(), 20, f"the fc-chunk match as configured (got {detail.inner_text()!r})")
+            until(lambda: 'chunk 0 = resid[2], as the config reads; trained on: unknown (ask the doctor)' in detail.inner_text(), 20,
+                  f"the fc-chunk match as configured, trained on not yet known (got {detail.inner_text()!r})")
+            head = stepper.locator('.e3-wiring-head')
+            if 'trained on: unknown (ask the doctor)' not in head.inner_text(): faults.append(f"the strip's header before the doctor: {head.inner_text()!r}")
+            # the doctor asked from the page: trained on what the report says, next to what the config reads and what was fed
+            want = _doctor_trained(rec, draft)
+            click('Ask the doctor', rf'^the doctor \(.*\): MISWIRED; trained on: resid{re.escape(str(list(want)))}')
+            said = f"trained on: resid{list(want)} (the doctor: MISWIRED) · the config reads resid[2, 30, 58] as SGLang 0.5.23 reads it · fed resid[2, 30, 58] (not what it was trained on)"
+            until(lambda: head.inner_text().strip() == said, 20, f"the strip's header after the doctor (got {head.inner_text()!r})")
+            select('stage').select_option('draft.hidden'); select('stage').select_option('draft.fc.in')
+            until(lambda: [l for l in detail.inner_text().splitlines() if l.startswith('chunk ')] ==
+                  [f'chunk {i} = resid[{k}], as the config reads; trained on resid[{t}]' for i, (k, t) in enumerate(zip((2, 30, 58), want))], 20,
+                  f"the chunk lines with trained-on next to fed (got {detail.inner_text()!r})")
+            note = stepper.locator('.e3-prompt-note').inner_text()
+            if not re.match(r'recorded prompt \d+ shows the difference most: accept length [\d.]+ fed resid\[2, 30, 58\] vs [\d.]+ as trained', note):
+                faults.append(f"the note under the picker names no prompt that shows the fault: {note!r}")
+            stepper.scroll_into_view_if_needed(); page.screenshot(path=str(art/'recording_stepper_trained.png'))
             # the founding fault planted: the embedding fed in chunk 0; the match names it against what the config reads
             select('engine').select_option(RESID_LABEL)
             label('text', 'resid').locator('input').fill('0,2,30')
             click('Apply settings', r'^settings applied: wiring resid\[0, 2, 30\]')
             click('Step', r'^cycle 1: accepted \d')
             select('stage').select_option('draft.fc.in')
-            until(lambda: 'chunk 0 = resid[0] (the embedding); the config reads resid[2]' in detail.inner_text(), 20,
+            until(lambda: f'chunk 0 = resid[0] (the embedding); the config reads resid[2]; trained on resid[{want[0]}]' in detail.inner_text(), 20,
                   f"the fc-chunk match naming the embedding (got {detail.inner_text()!r})")
+            if 'fed resid[0, 2, 30] (resid[2, 30, 58] before the first ⚑)' not in stepper.locator('.e3-strip').inner_text():   # what is fed now
+                faults.append(f"the token strip's header after the change: {stepper.locator('.e3-strip').inner_text()[:300]!r}")
+            if not head.inner_text().strip().endswith('fed resid[0, 2, 30] (not what it was trained on)'): faults.append(f"the header after the change: {head.inner_text()!r}")
             faults += _no_uploads(page)
             if blocked: faults.append(f"the page tried to reach the network: {blocked[:5]}")
             stepper.scroll_into_view_if_needed(); page.screenshot(path=str(art/'recording_stepper.png'))
@@ -116,6 +135,14 @@ def test_stepper_on_the_engine_recording_in_jupyterlab(tmp_path, browser_ok):
             page.screenshot(path=str(art/'recording_stepper_final.png'))
 
 RESID_LABEL = 'resid indices'
+
+def _doctor_trained(rec, draft)->tuple:
+    "What the doctor's report on the same recording and draft says the draft was trained on (its mismatch finding), asked in this process."
+    from eagle3_workbench.recording import recorded_pair
+    from eagle3_workbench.doctor import diagnose
+    d = diagnose(recorded_pair(str(rec), draft=str(draft)), progress=False)
+    f = next(f for f in d.findings if f.code == 'AUX_LAYERS_MISMATCH')
+    return tuple(int(x) for x in re.search(r'trained on resid\[([\d, ]+)\]', f.message)[1].split(', '))
 
 @pytest.mark.slow
 def test_report_from_the_engine_recording(tmp_path, browser_ok):
