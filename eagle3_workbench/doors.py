@@ -4,15 +4,15 @@
 
 # %% ../nbs/07a_doors.ipynb #b0e84c7b
 from __future__ import annotations
-import json, os, shutil, tempfile
+import json, shutil, tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from .records import RAW_PROCESS, raw_process_folder, write_raw_pass
+from .records import raw_process_folder, write_raw_pass
 from .layouts import PLACE_KEY
 from .recording import open_recording
 from .sglang.readers import read_capture
 from .sglang.compare import capture_findings
-from .engine_recording import REQUEST, read_raw, stage_groups, layout_findings, assemble, write_request
+from .engine_recording import REQUEST, read_raw, layout_findings, assemble, write_request
 from .handoff import read_handoff, handoff_findings, handoff_width
 from .diagnosis import Diagnosis
 
