@@ -29,7 +29,7 @@ def chain_accepts(rec:Recording, draft, seqs:list, # the recorded sequences (pro
         while j < len(order) and (j + 1 - i) * rec.sequences[seqs[order[j]]]['tokens'] <= batch_tokens: j += 1
         idx = order[i:j]; T = rec.sequences[seqs[idx[-1]]]['tokens']
         x = torch.zeros(len(idx), T, dtype=torch.long)
-        dt = next(draft.parameters()).dtype
+        dt = getattr(draft, 'dtype', None) or next(draft.parameters()).dtype   # its compute precision (float32 over bfloat16 storage)
         for r, q in enumerate(idx): x[r, :rec.sequences[seqs[q]]['tokens']] = rec.tokens(seqs[q])
         def padded(k):   # resid[k] of each sequence in the draft's dtype, zero-padded to T (all zeros for a None slot)
             f = torch.zeros(len(idx), T, rec.hidden_size, dtype=dt)

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from .draft_config import DraftConfig
 
 # %% auto #0
-__all__ = ['RMSNorm', 'rope_inv_freq', 'rope_cos_sin', 'DraftCache', 'DraftAttention', 'MLAttention', 'DraftMLP', 'DraftLayer',
-           'DraftDecoderLayer', 'SharedHead', 'Eagle3Draft']
+__all__ = ['WIDEN_BYTES', 'RMSNorm', 'rope_inv_freq', 'rope_cos_sin', 'DraftCache', 'linear_widened', 'Linear', 'DraftAttention',
+           'MLAttention', 'DraftMLP', 'DraftLayer', 'DraftDecoderLayer', 'SharedHead', 'Eagle3Draft']
 
 # %% ../nbs/01_draft.ipynb #af8173fe
 _ACTS = {'silu': F.silu, 'swish': F.silu, 'relu': F.relu, 'gelu': F.gelu, 'gelu_pytorch_tanh': lambda x: F.gelu(x, approximate='tanh')}
@@ -96,6 +96,39 @@ class DraftCache:
     @property
     def v(self): return self.layers[0][1] if 0 in self.layers else None
 
+# %% ../nbs/01_draft.ipynb #c7a1e0b2
+WIDEN_BYTES = 32 << 20   # the float32 slice of a narrow weight widened at a time (one buffer per device, reused)
+_WIDE = {}
+
+def _wide_buffer(n:int, device)->torch.Tensor:
+    "A float32 buffer of at least `n` elements on `device`, kept and reused (grown, never shrunk)."
+    b = _WIDE.get(str(device))
+    if b is None or b.numel() < n: b = _WIDE[str(device)] = torch.empty(n, dtype=torch.float32, device=device)
+    return b[:n]
+
+def linear_widened(x, # [..., in] activations, in the precision to compute in (e.g. float32)
+                   w, # [out, in] weight, stored in its own precision (e.g. bfloat16)
+                   b=None, # [out] bias or None
+                   slice_bytes:int=WIDEN_BYTES, # the widened slice's size
+                  )->torch.Tensor: # [..., out] in x's precision
+    "`F.linear(x, w, b)` in x's precision; a narrower `w` widened a row slice at a time into a reused buffer, never whole."
+    if x.dtype == w.dtype: return F.linear(x, w, b)
+    K, N = w.shape[1], w.shape[0]
+    rows = max(1, min(N, slice_bytes // (K * x.element_size())))
+    x2 = x.reshape(-1, K)
+    out = torch.empty(x2.shape[0], N, dtype=x.dtype, device=x.device)
+    buf = _wide_buffer(rows * K, x.device) if x.dtype == torch.float32 else torch.empty(rows * K, dtype=x.dtype, device=x.device)
+    for r in range(0, N, rows):
+        s = w[r:r + rows]
+        out[:, r:r + len(s)] = x2 @ buf[:s.numel()].view(s.shape).copy_(s).T
+    if b is not None: out += b
+    return out.view(*x.shape[:-1], N)
+
+class Linear(nn.Linear):
+    "`nn.Linear` (the same parameters and state-dict names) computing in its input's precision, widening a narrower weight by slices."
+    def forward(self, x): return linear_widened(x, self.weight, self.bias)
+
+
 # %% ../nbs/01_draft.ipynb #cc89cb11
 def _attend(q, k, v, mask, div):
     "Softmax attention (float32 softmax) over the cached prefix, grouped key/value heads; causal when `mask` is None."
@@ -111,10 +144,10 @@ class DraftAttention(nn.Module):
         super().__init__()
         self.nh, self.nkv, self.hd, self.layer_idx = c.num_attention_heads, c.num_key_value_heads, c.head_dim, layer_idx
         i, b = in_features or 2*c.hidden_size, c.attention_bias
-        self.q_proj = nn.Linear(i, self.nh*self.hd, bias=b)
-        self.k_proj = nn.Linear(i, self.nkv*self.hd, bias=b)
-        self.v_proj = nn.Linear(i, self.nkv*self.hd, bias=b)
-        self.o_proj = nn.Linear(self.nh*self.hd, c.hidden_size, bias=b)
+        self.q_proj = Linear(i, self.nh*self.hd, bias=b)
+        self.k_proj = Linear(i, self.nkv*self.hd, bias=b)
+        self.v_proj = Linear(i, self.nkv*self.hd, bias=b)
+        self.o_proj = Linear(self.nh*self.hd, c.hidden_size, bias=b)
         if c.qk_norm: self.q_norm, self.k_norm = RMSNorm(self.hd, c.rms_norm_eps), RMSNorm(self.hd, c.rms_norm_eps)
 
     def forward(self, x, cos, sin, cache:DraftCache|None=None, mask=None):
@@ -137,14 +170,14 @@ class MLAttention(nn.Module):
         self.vd, self.kvr = m['v_head_dim'], m['kv_lora_rank']
         self.interleave, qk = m['rope_interleave'], self.nope + self.rd
         if m['q_lora_rank']:
-            self.q_a_proj = nn.Linear(i, m['q_lora_rank'], bias=b)
+            self.q_a_proj = Linear(i, m['q_lora_rank'], bias=b)
             self.q_a_layernorm = RMSNorm(m['q_lora_rank'])       # eps 1e-6, as DeepSeek's, Kimi's and transformers' code
-            self.q_b_proj = nn.Linear(m['q_lora_rank'], self.nh*qk, bias=False)
-        else: self.q_proj = nn.Linear(i, self.nh*qk, bias=False)
-        self.kv_a_proj_with_mqa = nn.Linear(i, self.kvr + self.rd, bias=b)
+            self.q_b_proj = Linear(m['q_lora_rank'], self.nh*qk, bias=False)
+        else: self.q_proj = Linear(i, self.nh*qk, bias=False)
+        self.kv_a_proj_with_mqa = Linear(i, self.kvr + self.rd, bias=b)
         self.kv_a_layernorm = RMSNorm(self.kvr)
-        self.kv_b_proj = nn.Linear(self.kvr, self.nh*(self.nope + self.vd), bias=False)
-        self.o_proj = nn.Linear(self.nh*self.vd, c.hidden_size, bias=b)
+        self.kv_b_proj = Linear(self.kvr, self.nh*(self.nope + self.vd), bias=False)
+        self.o_proj = Linear(self.nh*self.vd, c.hidden_size, bias=b)
         s = c.rope_scaling or {}   # yarn's mscale_all_dim sharpens the softmax: scale = qk^-1/2 * mscale^2
         m2 = _mscale(s.get('factor') or 1.0, s['mscale_all_dim']) ** 2 if s.get('mscale_all_dim') else 1.0
         self.div = math.sqrt(qk) / m2
@@ -172,9 +205,9 @@ class DraftMLP(nn.Module):
     def __init__(self, c:DraftConfig):
         super().__init__()
         self.act, b = c.hidden_act, c.mlp_bias
-        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=b)
-        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=b)
-        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=b)
+        self.gate_proj = Linear(c.hidden_size, c.intermediate_size, bias=b)
+        self.up_proj = Linear(c.hidden_size, c.intermediate_size, bias=b)
+        self.down_proj = Linear(c.intermediate_size, c.hidden_size, bias=b)
     def forward(self, x): return self.down_proj(_ACTS[self.act](self.gate_proj(x)) * self.up_proj(x))
 
 # %% ../nbs/01_draft.ipynb #6b712c8d
@@ -218,7 +251,7 @@ class SharedHead(nn.Module):
         super().__init__(); object.__setattr__(self, 'source', source); self.attr = attr   # not a child: no state-dict entry
     @property
     def weight(self): return (getattr(self.source, self.attr) if self.attr else self.source).weight
-    def forward(self, x): return F.linear(x, self.weight)
+    def forward(self, x): return linear_widened(x, self.weight)
     def extra_repr(self): return f"borrows {self.attr or type(self.source).__name__ + '.weight'}"
 
 # %% ../nbs/01_draft.ipynb #bf2d6e9c
@@ -230,16 +263,22 @@ class Eagle3Draft(nn.Module):
         if c.use_aux_hidden_state:
             if c.norm_before_fc: self.input_norm = RMSNorm(c.fc_in_features, c.rms_norm_eps)
             if c.fc_norm: self.fc_norm = nn.ModuleList(RMSNorm(c.target_hidden_size, c.rms_norm_eps) for _ in range(c.num_aux))
-            self.fc = nn.Linear(c.fc_in_features, c.hidden_size, bias=c.fc_bias)
+            self.fc = Linear(c.fc_in_features, c.hidden_size, bias=c.fc_bias)
         self.midlayer = DraftLayer(c)
         if c.num_hidden_layers > 1: self.layers = nn.ModuleDict({str(i): DraftDecoderLayer(c, i) for i in range(1, c.num_hidden_layers)})
         if c.has_norm: self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.lm_head = SharedHead(self, 'embed_tokens') if c.tie_word_embeddings else nn.Linear(c.hidden_size, c.draft_vocab_size, bias=False)
+        self.lm_head = SharedHead(self, 'embed_tokens') if c.tie_word_embeddings else Linear(c.hidden_size, c.draft_vocab_size, bias=False)
         self.register_buffer('d2t', torch.zeros(c.draft_vocab_size, dtype=torch.long))
         self.register_buffer('t2d', torch.zeros(c.vocab_size, dtype=torch.bool))
         self.embed_tokens = None  # set by the loader: the draft's own embedding or the target's (shared, not copied)
+        self.compute_dtype = None  # float32 over narrower stored weights (`load_draft(storage=...)`); None: the weights' own
 
     def embed(self, input_ids): return self.embed_tokens(input_ids)
+
+    @property
+    def dtype(self)->torch.dtype:
+        "The precision the draft computes in: `compute_dtype` when set, else its weights'."
+        return self.compute_dtype or next(self.parameters()).dtype
 
     def share_lm_head(self, source:nn.Module): # a module with `.weight` [draft_vocab_size, hidden_size]: the target's lm_head
         "Use `source`'s weight as lm_head (SGLang with `draft_vocab_size: null`, ModelOpt without a head): `lm_head.weight` leaves the state dict."
@@ -265,7 +304,7 @@ class Eagle3Draft(nn.Module):
     def layer(self, hidden, input_ids, positions, cache=None, mask=None):
         "One pass of the decoder layers; returns the hidden state passed to the next draft step (norm(h) under EAGLE 3.1)."
         cos, sin = self.rope(positions, hidden.dtype)
-        x = self.midlayer(hidden, self.embed(input_ids), cos, sin, cache, mask)
+        x = self.midlayer(hidden, self.embed(input_ids).to(hidden.dtype), cos, sin, cache, mask)   # a narrow embedding widened
         for l in getattr(self, 'layers', {}).values(): x = l(x, cos, sin, cache, mask)
         return self.norm(x) if self.config.feed_normed else x
 

@@ -216,7 +216,7 @@ class Session:
         self.wiring = self._check_wiring(pair.wiring.resid_layers if wiring is None else wiring, configured=wiring is None)
         self.gen = torch.Generator().manual_seed(self.settings.seed)  # seeded once: later prompts draw fresh samples
         self.max_positions = pair.target.config.get_text_config().max_position_embeddings   # a composite config: its language model's
-        dt = next(pair.draft.parameters()).dtype
+        dt = getattr(pair.draft, 'dtype', None) or next(pair.draft.parameters()).dtype   # its compute precision (float32 over bfloat16 storage)
         self.target = RecordedTarget(pair.target, dt) if isinstance(pair.target, Recording) else LiveTarget(pair.target)
         self.stopping = stop_row(pair.wiring.engine)   # what `max_new_tokens` counts, as the engine the pair is wired for counts it
         self._greedy_only(self.settings)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/01c_loading.ipynb #723a9494
 from __future__ import annotations
-import json, logging, re, warnings
+import json, logging, math, re, warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +21,8 @@ from .formats import (Provenance, canonical_keys, PICKLED, some_of, lacks, resol
                                       DraftSource, read_draft)
 
 # %% auto #0
-__all__ = ['FP8_DTYPES', 'unloadable_reason', 'load_state_dict', 'dequantize', 'load_tokenizer', 'load_target', 'DraftLoadReport',
-           'load_draft', 'speculators_config', 'save_draft', 'Pair', 'load_pair']
+__all__ = ['FP8_DTYPES', 'WIDE_FROM_BYTES', 'unloadable_reason', 'load_state_dict', 'dequantize', 'load_tokenizer', 'load_target',
+           'DraftLoadReport', 'load_draft', 'narrow_storage', 'speculators_config', 'save_draft', 'Pair', 'load_pair']
 
 # %% ../nbs/01c_loading.ipynb #8ccc981f
 def unloadable_reason(e:Exception)->str:
@@ -289,6 +289,7 @@ def load_draft(source, # a `DraftSource` (`read_draft`), a draft directory or `z
                target=None, # the target model: its embedding is used when the draft has none
                dtype=torch.float32, device='cpu',
                engine=None, # whose choice between a shipped embedding and the target's to follow (`Engine.uses_shipped`); default the default engine
+               storage=None, # keep the weights in this precision (e.g. the checkpoint's bfloat16) and compute in `dtype`; None: in `dtype`
               )->tuple: # (Eagle3Draft, DraftLoadReport)
     "Load an EAGLE-3 draft from any trainer's checkpoint; unknown keys are reported, not dropped silently."
     src, engine = source if isinstance(source, DraftSource) else read_draft(source), Engine.parse(engine, 'engine')   # parsed once, here
@@ -301,8 +302,10 @@ def load_draft(source, # a `DraftSource` (`read_draft`), a draft directory or `z
     if c.use_aux_hidden_state and 'fc.weight' in sd and sd['fc.weight'].shape[1] != c.fc_in_features:
         raise ModelLoadError(f"{files[0]}: fc.weight takes {sd['fc.weight'].shape[1]} inputs, expected {c.num_aux} aux layers "
                              f"x target hidden size {c.target_hidden_size} = {c.fc_in_features}")
-    was = torch.get_default_dtype(); torch.set_default_dtype(dtype)   # built in the dtype asked: no float32 copy of a wide draft
-    try: draft = Eagle3Draft(c)   # (every parameter is then loaded from the checkpoint; RoPE is computed in float32 whatever this is)
+    keep = storage is not None and storage != dtype   # stored narrow, computed in `dtype`: the checkpoint's tensors become the parameters
+    was = torch.get_default_dtype(); torch.set_default_dtype(storage if keep else dtype)   # built in the dtype asked: no float32 copy of a wide draft
+    try:   # (every parameter is then loaded from the checkpoint; RoPE is computed in float32 whatever this is)
+        with torch.device('meta' if keep else 'cpu'): draft = Eagle3Draft(c)
     finally: torch.set_default_dtype(was)
     head = _lm_head(draft, sd, target, prov, path)
     expected = draft.state_dict()
@@ -316,12 +319,37 @@ def load_draft(source, # a `DraftSource` (`read_draft`), a draft directory or `z
     _check_vocab_map(sd['d2t'], sd['t2d'], c, path)
     unknown = sorted(k for k in sd if k not in expected and k != 'embed_tokens.weight')
     if unknown: warnings.warn(f"{path}: {len(unknown)} checkpoint keys are not used by the draft: {unknown[:8]}")
-    draft.load_state_dict({k: sd[k] for k in expected})
+    draft.load_state_dict({k: sd[k].to(storage) if keep and sd[k].is_floating_point() else sd[k] for k in expected}, assign=keep)
     emb = _embedding(draft, sd, target, path, engine)
-    draft.to(device=device, dtype=dtype).eval()
-    if isinstance(draft.embed_tokens, nn.Embedding) and emb == 'checkpoint': draft.embed_tokens.to(device=device, dtype=dtype)
+    draft.to(device=device, dtype=storage if keep else dtype).eval()
+    if isinstance(draft.embed_tokens, nn.Embedding) and emb == 'checkpoint': draft.embed_tokens.to(device=device, dtype=storage if keep else dtype)
+    if keep: draft.compute_dtype = dtype
     return draft, DraftLoadReport(str(path), prov.format, unknown, emb, vocab_map, prov.trainer, prov.evidence, quant, head,
                                   'embed_tokens.weight' in sd)
+
+# %% ../nbs/01c_loading.ipynb #d1b2c3a2
+WIDE_FROM_BYTES = 1 << 30   # a draft whose copy in the compute precision would exceed this keeps its checkpoint's narrower one
+_ST = {'BF16': torch.bfloat16, 'F16': torch.float16, 'F32': torch.float32, 'F64': torch.float64}
+
+def narrow_storage(source, # a `DraftSource`, a draft directory or `zoo:NAME`
+                   dtype=torch.float32, # the precision to compute in
+                   wide_from:int=WIDE_FROM_BYTES, # bytes of the `dtype` copy from which the narrow storage is kept
+                  ): # torch.dtype or None
+    "The checkpoint's floating precision where it is narrower than `dtype` and a `dtype` copy exceeds `wide_from` bytes, else None."
+    from safetensors import safe_open
+    src = source if isinstance(source, DraftSource) else read_draft(source)
+    if not src.files or any(Path(f).suffix != '.safetensors' for f in src.files): return None
+    seen, n = set(), 0
+    for f in src.files:
+        with safe_open(str(f), 'pt') as h:
+            for k in h.keys():
+                s = h.get_slice(k)
+                if (dt := _ST.get(s.get_dtype())) is None: continue
+                seen.add(dt); n += math.prod(s.get_shape())
+    narrow = max(seen, key=lambda d: d.itemsize, default=None)
+    if narrow is None or narrow.itemsize >= dtype.itemsize or n * dtype.itemsize <= wide_from: return None
+    return narrow
+
 
 # %% ../nbs/01c_loading.ipynb #aa4b35c4
 def _speculators_norm_output(c:DraftConfig)->bool:

@@ -451,9 +451,10 @@ def recorded_pair(recording, # a `Recording`, or a recording folder
                   engine=None, # whose reading of the draft config decides the wiring (None: the default engine)
                   dtype=torch.float32, threads:int|None=None, tokenizer=None,
                   device:str='cpu', # where the draft computes; another (e.g. 'cuda') loads it there in the recording's precision
+                  storage='auto', # the draft's weights' precision: 'auto' keeps a wide draft's narrower checkpoint on the CPU (`narrow_storage`); None: `dtype`
                  ):
     "A `Pair` whose target is a recording: the draft loaded with what the recording kept, wired as `engine` reads it."
-    from eagle3_workbench.loading import load_draft, load_tokenizer, Pair
+    from eagle3_workbench.loading import load_draft, load_tokenizer, Pair, narrow_storage
     from eagle3_workbench.formats import read_draft
     from eagle3_workbench.wiring import resolve_wiring
     from eagle3_workbench.threads import apply_threads
@@ -466,7 +467,8 @@ def recorded_pair(recording, # a `Recording`, or a recording folder
     if device != 'cpu':
         if str(device).startswith('cuda') and not torch.cuda.is_available(): raise ValueError(f"--device {device}: no CUDA GPU is visible")
         dtype = getattr(torch, rec.manifest.get('dtype', 'float32'))
-    dr, report = load_draft(src, target=rec.stand_in(dtype), dtype=dtype)
+    if storage == 'auto': storage = narrow_storage(src, dtype) if device == 'cpu' else None
+    dr, report = load_draft(src, target=rec.stand_in(storage or dtype), dtype=dtype, storage=storage)   # stand-in in the storage: no widened copy
     dr.to(device)
     if tokenizer is None and rec.folder is not None and (rec.folder/'tokenizer').is_dir(): tokenizer = load_tokenizer(rec.folder/'tokenizer')
     if tokenizer is None: tokenizer = rec.tokenizer_object   # an in-memory recording keeps the tokenizer it was made with

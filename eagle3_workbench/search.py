@@ -8,7 +8,7 @@ import itertools, math
 from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
-from .draft import DraftCache
+from .draft import DraftCache, linear_widened
 from .teacher import ttt_forward, fc_input
 from .recording import Recording
 from .scores import kept_scores, read_kept, keep_scores
@@ -35,7 +35,7 @@ class AgreementTable:
         if not seqs or all(p < 2 for p in P): raise ValueError("the prompts give no position to score: a prompt needs 2 tokens")
         self.positions = torch.tensor([max(p - 1, 0) for p in P], dtype=torch.float64)   # [m] positions scored
         w, c = next(draft.parameters()), draft.config
-        self.dtype, self.device = w.dtype, w.device   # the draft's precision and device: features are made in them
+        self.dtype, self.device = getattr(draft, 'dtype', w.dtype), w.device   # the draft's compute precision and device: features are made in them
         cols = self._columns(draft.to_target_ids(torch.arange(c.draft_vocab_size, device=draft.d2t.device)).cpu())
         self.split = c.use_aux_hidden_state and not c.norm_before_fc   # fc is a sum over chunks
         order, i = sorted(range(len(seqs)), key=lambda i: P[i]), 0
@@ -94,7 +94,7 @@ class AgreementTable:
         def part(c, k):
             x = self.layer(b, k)
             if d.config.fc_norm and k is not None: x = d.fc_norm[c](x)
-            return x @ d.fc.weight[:, c * H:(c + 1) * H].T
+            return linear_widened(x, d.fc.weight[:, c * H:(c + 1) * H])   # a narrow fc widened by slices
         h = sum(self._keep(('fc', b, c, k), lambda c=c, k=k: part(c, k)) for c, k in enumerate(wiring))
         return h if d.fc.bias is None else h + d.fc.bias
 

@@ -175,6 +175,7 @@ def _shell(draft:Eagle3Draft, config:DraftConfig, real:bool)->Eagle3Draft:
     try:
         with torch.device(p.device if real else 'meta'): out = Eagle3Draft(config)
     finally: torch.set_default_dtype(was)
+    out.compute_dtype = getattr(draft, 'compute_dtype', None)   # computed as the draft is (float32 over bfloat16 storage)
     if 'embed_tokens' in draft._modules: out.embed_tokens = draft.embed_tokens
     else: object.__setattr__(out, 'embed_tokens', draft.embed_tokens)   # the target's, shared as the loader shares it: not the draft's weight
     if isinstance(draft.lm_head, SharedHead) and draft.lm_head.attr is None and not config.tie_word_embeddings:
