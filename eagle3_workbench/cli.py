@@ -301,6 +301,8 @@ def _compare(a)->int:
     from eagle3_workbench.observed import compare_deployment
     settings = dict(speculative_num_steps=a.steps, speculative_eagle_topk=a.topk, speculative_num_draft_tokens=a.num_draft_tokens,
                     temperature=a.temperature, top_p=a.top_p)
+    from eagle3_workbench.compare_doors import baseline_command   # NEW held against OLD: no pair run
+    if a.baseline is not None: return baseline_command(a, lambda msg: _compare_error(a, msg))
     for p, flag in ((a.observed, '--observed'), (a.before, '--before')):
         if p is not None and not Path(p).is_file(): return _compare_error(a, f"{flag} {p}: no such file")
     if a.recording is not None and a.target is not None: return _compare_error(a, f"--target {a.target} and --recording {a.recording}: give one of them")

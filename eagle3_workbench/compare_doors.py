@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 # %% auto #0
-__all__ = ['compare_arguments']
+__all__ = ['REGRESSION_TOLERANCE', 'BASELINE_VERDICT', 'compare_arguments', 'baseline_change', 'baseline_command']
 
 # %% ../nbs/07b_compare_doors.ipynb #e29ebd12
 def compare_arguments(c, # the `compare` subparser
@@ -31,8 +31,60 @@ def compare_arguments(c, # the `compare` subparser
     c.add_argument('--num-draft-tokens', type=at_least(2), default=None)
     c.add_argument('--temperature', type=at_least(0.0, float), default=None)
     c.add_argument('--top-p', type=unit, default=None)
+    c.add_argument('--baseline', metavar='OLD', help="another release's (or deployment's) output of the same pair and requests: hold --observed "
+                   "against it (RELEASE_REGRESSION) instead of against the pair in-process")
+    c.add_argument('--baseline-engine', default=None, type=engine_arg, metavar='ENGINE==VERSION',
+                   help="the release that served --baseline, where its output does not say (default: --engine)")
     c.add_argument('--setting', action='append', default=[], metavar='NAME=VALUE',
                    help="a setting the engine writes nowhere, stated (repeatable): SGLANG_SIMULATE_ACC_LEN=3.5, rejection_sample_method=fly; "
                         "the names of accept_rows.ACCEPT_KNOBS")
     c.add_argument('--json', action='store_true')
     return c
+
+# %% ../nbs/07b_compare_doors.ipynb #43c51de6
+REGRESSION_TOLERANCE = 0.05   # a drop smaller than this share of OLD's accept length counts as no regression
+
+def _released(o, eng, flag:str):
+    "The output with its release: the one it states, else the one named on the command line."
+    from dataclasses import replace
+    from eagle3_workbench.engines import Engine
+    if o.release is not None and o.release.release is not None: return o
+    e = Engine.parse(eng) if eng is not None else None
+    if e is None or e.release is None: raise ValueError(f"{o.source}: states no engine release: give {flag} ENGINE==VERSION")
+    return replace(o, release=e)
+
+def baseline_change(new, old, # paths of the two outputs (any format `outputs.read_observed` reads)
+                    new_engine=None, old_engine=None, # the releases that served them, where the outputs do not say
+                    model_type:str|None=None, # the target's model_type, to keep its model file's registry rows
+                   )->tuple: # (`metrics.ReleaseChange`, exit code: 1 surely below, 0 no drop beyond the tolerance, 3 cannot tell)
+    "NEW's acceptance held against OLD's, request by request where both served the same requests."
+    from eagle3_workbench.outputs import read_observed
+    from eagle3_workbench.metrics import release_change
+    n = _released(read_observed(new), new_engine, '--engine')
+    o = _released(read_observed(old), old_engine if old_engine is not None else new_engine, '--baseline-engine')
+    ch = release_change(o, n, model_type)
+    old_mean = sum(map(sum, o.groups)) / sum(map(len, o.groups))
+    code = 1 if ch.verdict == 'regressed' else 0 if ch.change[1] >= -REGRESSION_TOLERANCE * old_mean else 3
+    return ch, code
+
+# %% ../nbs/07b_compare_doors.ipynb #5ae839cd
+BASELINE_VERDICT = {0: 'not below', 1: 'below', 3: 'cannot tell'}   # by exit code
+
+def baseline_command(a, # `compare`'s parsed arguments, with --baseline given
+                     error, # the CLI's bad-input door: error(message) prints one line and returns exit code 2
+                    )->int: # the exit code
+    "`compare --observed NEW --baseline OLD`: print the change, return 1 below, 0 not below, 3 cannot tell."
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+    for p, flag in ((a.observed, '--observed'), (a.baseline, '--baseline')):
+        if not Path(p).is_file(): return error(f"{flag} {p}: no such file")
+    if a.before is not None: return error("--before subtracts an earlier vLLM /metrics scrape; --baseline holds two outputs: give one of them")
+    try: ch, code = baseline_change(a.observed, a.baseline, a.engine, a.baseline_engine)
+    except (OSError, ValueError) as e: return error(str(e))
+    d, lo, hi = ch.change
+    if a.json: print(json.dumps(dict(verdict=BASELINE_VERDICT[code], older=ch.older.key, newer=ch.newer.key, paired=ch.paired,
+                                     change=dict(accept_length=d, lo=lo, hi=hi), rows=[list(r) for r in ch.rows],
+                                     findings=[asdict(f) for f in ch.findings()])))
+    else: print(ch, f"verdict: {BASELINE_VERDICT[code]}", *(f"{f.code} ({f.severity}): {f.message}" for f in ch.findings()), sep='\n')
+    return code

@@ -106,3 +106,34 @@ def test_a_bad_setting_is_one_line(setting, said):
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stdout == '' and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert r.stderr.startswith('eagle3-workbench compare: error: --setting ') and said in r.stderr
+
+def _baseline(*args):
+    "`compare --observed NEW --baseline OLD ...` in a new interpreter: (exit code, stdout, stderr)."
+    r = subprocess.run([sys.executable, '-m', 'eagle3_workbench.cli', 'compare', *map(str, args)], capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+def _mean_accept(path)->float:
+    "The mean over requests of each request's tokens per verify step, read straight from SGLang's histograms (1 + accepted per step)."
+    hs = [json.loads(l)['meta_info']['spec_correct_drafts_histogram'] for l in path.read_text().splitlines()]
+    return sum(sum((1 + j) * c for j, c in enumerate(h)) / sum(h) for h in hs) / len(hs)
+
+def test_baseline_names_a_release_regression():
+    "The same 8 requests on a release that accepts 1 where the other accepted 3 (make_release_outputs.py): surely below, exit 1."
+    new, old = OBS/'sglang_release_regressed.jsonl', OBS/'sglang_generate_output_ids.jsonl'
+    rc, out, err = _baseline('--observed', new, '--baseline', old, '--engine', 'sglang==0.5.23', '--baseline-engine', 'sglang==0.5.12', '--json')
+    j = json.loads(out)
+    assert rc == 1 and j['verdict'] == 'below' and j['paired'], err
+    f, = j['findings']
+    assert f['code'] == 'RELEASE_REGRESSION' and 'SGLang 0.5.23' in f['message'] and 'SGLang 0.5.12' in f['message']
+    c = j['change']
+    assert c['lo'] <= _mean_accept(new) - _mean_accept(old) <= c['hi'] < 0   # the paired change brackets the drop the files hold
+    assert any(r[0] == '0.5.13' for r in j['rows'])   # the rows between the releases: PR #25454 came in 0.5.13
+
+def test_baseline_twins():
+    same = OBS/'sglang_generate_output_ids.jsonl'
+    rc, out, _ = _baseline('--observed', same, '--baseline', same, '--engine', 'sglang==0.5.23', '--json')
+    assert (rc, json.loads(out)['verdict'], json.loads(out)['findings']) == (0, 'not below', [])
+    rc, out, _ = _baseline('--observed', OBS/'sglang_release_two_b.jsonl', '--baseline', OBS/'sglang_release_two_a.jsonl', '--engine', 'sglang==0.5.23', '--json')
+    assert (rc, json.loads(out)['verdict'], json.loads(out)['findings']) == (3, 'cannot tell', [])   # one of two requests dropped
+    rc, out, err = _baseline('--observed', OBS/'sglang_release_two_b.jsonl', '--baseline', OBS/'sglang_release_two_a.jsonl')
+    assert rc == 2 and out == '' and len(err.strip().splitlines()) == 1 and 'give --engine ENGINE==VERSION' in err
