@@ -4,7 +4,7 @@
 
 # %% ../nbs/04e_doctor.ipynb #0164b2be
 from __future__ import annotations
-import copy, time
+import copy, sys, time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
@@ -26,6 +26,7 @@ from .prompts import check_prompts, read_prompts
 from .stats import holm_threshold, paired_gain, ALPHA
 from .accepts import accept_lengths
 from .scores import target_pass, recorded_prompts
+from .draft import widening_note
 from .search import (variant_impact, rope_impact, Sweep, wiring_sweep, seeds_sweep, sweep_rows, enough_evidence,
                                      MIN_PROMPTS, MIN_TOKENS, agreement_table,
                                      AgreementTable, screen_prompts)
@@ -444,6 +445,7 @@ def diagnose(pair, # a loaded `Pair`
     recorded = isinstance(pair.target, Recording)
     prompts = prompts if prompts is not None else recorded_prompts(pair.target) if recorded else read_prompts()
     check_prompts(pair, list(prompts) + ([deployment_prompt] if isinstance(deployment_prompt, str) else []), steps=None)   # before any work
+    if note := widening_note(pair.draft): print(note, file=sys.stderr)   # why a float32 run over bfloat16 weights takes what it takes
     cont = accept_tokens + SpecSettings().speculative_num_steps + 2   # the continuation the accept-length chains need
     have = min((s['tokens'] - s['prompt_tokens'] for s in pair.target.sequences if s['kind'] == 'prompt'), default=0) if recorded else cont
     accept_note = None if not accept or have >= cont else f"not measured: the recording holds {have} continuation tokens per prompt, {cont} are needed"

@@ -12,7 +12,8 @@ from .draft_config import DraftConfig
 
 # %% auto #0
 __all__ = ['WIDEN_BYTES', 'RMSNorm', 'rope_inv_freq', 'rope_cos_sin', 'DraftCache', 'linear_widened', 'Linear', 'DraftAttention',
-           'MLAttention', 'DraftMLP', 'DraftLayer', 'DraftDecoderLayer', 'SharedHead', 'Eagle3Draft']
+           'MLAttention', 'DraftMLP', 'DraftLayer', 'DraftDecoderLayer', 'SharedHead', 'Eagle3Draft', 'matmul_rates',
+           'widening_note']
 
 # %% ../nbs/01_draft.ipynb #af8173fe
 _ACTS = {'silu': F.silu, 'swish': F.silu, 'relu': F.relu, 'gelu': F.gelu, 'gelu_pytorch_tanh': lambda x: F.gelu(x, approximate='tanh')}
@@ -318,3 +319,28 @@ class Eagle3Draft(nn.Module):
         "Hidden state and draft-vocabulary logits; `from_target` applies fc to target features first."
         h = self.layer(self.project(features) if from_target else features, input_ids, positions, cache, mask)
         return h, self.compute_logits(h)
+
+# %% ../nbs/01_draft.ipynb #c7a1e0b5
+def matmul_rates(k:int, # the input width (e.g. the fc's: three 7168-wide states)
+                 n:int=1024, m:int=16)->dict: # {'bfloat16': GFLOP/s, 'float32': GFLOP/s}
+    "GFLOP/s of an [m, k] x [k, n] matmul in bfloat16 and in float32 on this CPU (without bfloat16 units: tens of times slower in it)."
+    import time
+    out = {}
+    for dt in (torch.bfloat16, torch.float32):
+        a, b = torch.randn(m, k, dtype=dt), torch.randn(k, n, dtype=dt)
+        a @ b; t0 = time.perf_counter(); a @ b
+        out[str(dt).removeprefix('torch.')] = 2 * m * k * n / max(time.perf_counter() - t0, 1e-9) / 1e9
+    return out
+
+_TOLD = set()
+
+def widening_note(draft)->str|None:
+    "Once per stored precision and width: the draft computes wider than it is stored, and this CPU's two matmul rates; else None."
+    w = next(draft.parameters())
+    key = (w.dtype, draft.dtype, draft.config.hidden_size)
+    if draft.dtype == w.dtype or w.device.type != 'cpu' or key in _TOLD: return None
+    _TOLD.add(key)
+    r, s, c = matmul_rates(draft.config.fc_in_features), str(w.dtype).removeprefix('torch.'), str(draft.dtype).removeprefix('torch.')
+    return (f"note: the draft computes in {c} over its {s} weights, widened {WIDEN_BYTES >> 20} MiB at a time: "
+            f"a {s} matmul runs at {r[s]:.2f} GFLOP/s on this CPU, {r[c]:.1f} in {c}")
+
