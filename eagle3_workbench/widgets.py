@@ -310,7 +310,7 @@ class Stepper:
         recorded = isinstance(pair.target, Recording)   # its stages come from the recording: resid[k] and the logits it holds
         live = [] if recorded else ['target.norm', *layer_mlp_points(pair.target)]
         pts = list(points or ['target.resid[*]', *live, 'target.logits', 'draft.*'])
-        cap, self.cannot_run, self.diagnosis = Capture(pair.target, pair.draft, points=pts, mode='stats'), None, diagnosis
+        cap, self.cannot_run, self.diagnosis, self.training_dump = Capture(pair.target, pair.draft, points=pts, mode='stats'), None, diagnosis, training_dump
         try: self.session = Session(pair, wiring=wiring, capture=cap, **settings)
         except ValueError as e:   # the config's wiring cannot run on this target: open on one that does, and say why
             if wiring is not None: raise
@@ -439,9 +439,10 @@ class Stepper:
 def _ask(st)->str:
     "The doctor's answer for the stepper's pair (made now, or the one it has), shown as what the draft was trained on."
     had, fed = st.diagnosis is not None, None if st.cannot_run or st.opened_on == tuple(st.pair.wiring.resid_layers) else st.opened_on
-    st.diagnosis = st.diagnosis or diagnose(st.pair, wiring=fed, progress=False)   # a stepper opened on another wiring: that one diagnosed
+    st.diagnosis = st.diagnosis or diagnose(st.pair, training_dump=st.training_dump, wiring=fed, progress=False)   # opened on another wiring: that one diagnosed
     st.learn(trained_on(st.diagnosis), not st.session.history)   # a session under way keeps its prompt
     d = st.diagnosis
+    st._tone = True if d.verdict == 'ok' else 'warn'   # a fault found is not a success
     return (f"the doctor ({'asked before' if had else f'{d.seconds:.1f} s'}{f', fed resid{list(fed)}' if fed else ''}): {d.verdict.upper()}; trained on: {st.trained.said()}"
             + (f"; {st.note_text}" if st.picker is not None else ''))
 

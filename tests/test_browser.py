@@ -109,9 +109,15 @@ def test_tutorial_runs_in_jupyterlab_and_stepper_steps(tmp_path, browser_ok):
 
             # the stepper: the one output area holding a "Step" button
             step_btn = page.get_by_role('button', name='Step', exact=True)
-            stepper = page.locator('.jp-OutputArea-output').filter(has=step_btn)
-            until(lambda: stepper.count() == 1 and stepper.locator('.e3-tok').count() > 0, 60,
-                  'the stepper widget (one output with a Step button) and its token strip')
+            steppers = page.locator('.jp-OutputArea-output').filter(has=step_btn)
+            until(lambda: steppers.count() == 2 and steppers.first.locator('.e3-tok').count() > 0, 60,
+                  "the two steppers (sections 5 and 8: outputs with a Step button) and the first one's token strip")
+            # section 8's 61-layer stepper, given section 7's diagnosis and fixed in its cell: trained on next to fed, as the doctor said
+            head = steppers.nth(1).locator('.e3-wiring-head').inner_text().strip()
+            if head != 'trained on: resid[3, 31, 59] (the doctor: MISWIRED) · the config reads resid[3, 31, 59] as SGLang 0.5.6 reads it · fed resid[3, 31, 59] (as trained)':
+                faults.append(f"section 8's stepper header: {head!r}")
+            steppers.nth(1).scroll_into_view_if_needed(); page.screenshot(path=str(art/'tutorial_deep_stepper.png'))
+            stepper = steppers.first
             status = stepper.locator('.e3-status')
             figure, detail = stepper.locator('.js-plotly-plot'), stepper.locator('.e3-detail')
             label = lambda kind, name: stepper.locator(f'.widget-{kind}').filter(has=page.locator('label', has_text=re.compile(f'^{name}$')))
@@ -139,7 +145,7 @@ def test_tutorial_runs_in_jupyterlab_and_stepper_steps(tmp_path, browser_ok):
             wait('the view to follow the verify', lambda: select('phase').input_value() == 'verify' and not stepper.locator('.e3-tok.e3-pending').count())
             if not re.search(r'\[(verify|draft_extend_after_verify), cycle 0\]', detail.inner_text()): faults.append(f"detail after Verify: {detail.inner_text()!r}")
             # a wiring change typed as SGLang 0.5.23 reads this DeepSeek target's config (PR #25454: [1, 5, 8] -> resid[2, 6, 9])
-            select('engine').select_option('sglang')
+            select('engine').select_option('SGLang')   # the engine as users name it
             label('text', 'release').locator('input').fill('0.5.23')
             label('text', 'ids').locator('input').fill('1,5,8')
             wait('the wiring preview', lambda: 'feeds resid[2, 6, 9]' in stepper.locator('.e3-feeds').inner_text())

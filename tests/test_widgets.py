@@ -169,7 +169,7 @@ def test_deep_stepper_says_trained_on_unknown_then_agrees_with_the_doctor(deep):
     trained = _trained_in_report(d)
     assert d.verdict == 'miswired' and trained == (3, 31, 59)
     st.buttons['Ask the doctor'].click()
-    assert st.trained.resid == trained and 'MISWIRED' in st.status_text, st.status_text
+    assert st.trained.resid == trained and 'MISWIRED' in st.status_text and '#1a7f37' not in st.status.value, st.status_text   # a fault: not green
     head = re.sub(r'<[^>]+>', '', html.unescape(st.view.head.value))
     assert head.startswith(f'trained on: resid{list(trained)} (the doctor: MISWIRED)') and 'the config reads resid[2, 30, 58] as SGLang 0.5.23 reads it' in head
     assert 'fed resid[2, 30, 58] (not what it was trained on)' in head and 'pr25454' not in head
