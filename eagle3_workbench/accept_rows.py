@@ -76,7 +76,8 @@ def knob_findings(settings:dict, release=None)->list:
         on = [(r, v) for r, v in knobs_on(settings, release) if r.code == code]
         if not on: continue
         said = ', '.join(f"{r.name} {v!r}" if isinstance(v, str) else f"{r.name} {v}" for r, v in on)
-        out.append(Finding(code, 'error', _TEXT[code].format(on=said), dict(settings={r.setting: v for r, v in on},
+        stated = {k: settings[k] for k in dict.fromkeys(r.setting for r in ACCEPT_KNOBS) if k in settings}   # every knob stated, on or off
+        out.append(Finding(code, 'error', _TEXT[code].format(on=said), dict(settings=stated,
                            rows=[dict(engine=r.engine, since=r.since, name=r.name, does=r.does, source=r.source) for r, _ in on])))
     return out
 

@@ -78,7 +78,7 @@ def test_a_knob_the_engine_writes_nowhere_is_stated(forked_cli, tmp_path):
     " with a simulated one (srt/speculative/eagle_utils.py:807-840); its responses do not show it, `--setting` states it."
     _, codes, by = _compare(forked_cli, tmp_path, OBS/'sglang_generate.jsonl', '--setting', 'SGLANG_SIMULATE_ACC_LEN=3.5')
     assert 'ACCEPT_SYNTHETIC' in codes and 'SGLANG_SIMULATE_ACC_LEN 3.5' in by['ACCEPT_SYNTHETIC']['message']
-    assert by['ACCEPT_SYNTHETIC']['evidence']['settings'] == {'simulate_acc_len': 3.5}
+    assert by['ACCEPT_SYNTHETIC']['evidence']['settings']['simulate_acc_len'] == 3.5
     _, codes, _ = _compare(forked_cli, tmp_path, OBS/'sglang_generate.jsonl', '--setting', 'SGLANG_SIMULATE_ACC_LEN=-1')   # SGLang's default: off
     assert 'ACCEPT_SYNTHETIC' not in codes
 
