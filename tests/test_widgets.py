@@ -138,8 +138,9 @@ def test_doctor_display_and_sweep_labels(zoo):
     assert h.index('e3-verdict') < h.index('e3-edit') < h.index('e3-findings')
     for f in j['findings']: assert html.escape(f['message']) in h
     fig = rf.sweep_figure(d.sweep[:12], metric='agreement')
-    best = next(r for r in d.sweep if r.get('best'))
-    assert f"best resid{best['resid_layers']}:" in fig.layout.title.text and 'configured configured' not in fig.layout.title.text
+    best = next(r for r in d.sweep if r.get('best'))   # the sweep's best is the doctor's recommendation: one statement
+    assert best['resid_layers'] == j['recommended']['resid_layers'] and best['recommended']
+    assert f"recommended resid{best['resid_layers']}:" in fig.layout.title.text and 'configured configured' not in fig.layout.title.text
     assert all(y.startswith('resid[') for y in fig.data[0].y), fig.data[0].y
 
 # --- the stepper and the doctor tell one story (issue 50: items 1, 6, 7) ---
