@@ -123,7 +123,7 @@ class Diagnosis:
     def __str__(self):
         parts = list(dict.fromkeys(DRAFT_FAULTS[f.code] for f in self.findings if f.severity == 'error' and f.code in DRAFT_FAULTS))
         say = f": the draft's {' and '.join(parts)}" if self.verdict == 'unusable' and parts else ''
-        L = [f"verdict: {self.verdict.upper()}{say}   (engine: {self.engine}; configured resid{self.configured})"]
+        L = [f"verdict: {self.verdict.upper()}{say}   (engine: {self.engine.said}; configured resid{self.configured})"]   # as users name it, not a registry key
         if c := self.cost: L.append(f"cost: {c['said']}")
         if self.draft: L.append(f"draft: written by {self.draft['trainer']}, {self.draft['format']} files ({self.draft['provenance']})")
         L += [f"  [{f.severity}] {f.code}: {f.message}" for f in by_severity(self.findings)]
@@ -173,6 +173,11 @@ def _paste(field:str, ids)->str|None:
     if field == FIELDS['top_level']: return json.dumps({AUX_KEY: list(ids)})[1:-1]
     return None
 
+def _engine_said(key)->str:
+    "The diagnosed engine as users name it ('SGLang 0.5.23 ...'), from its registry key; the key itself where it does not parse."
+    try: return Engine.parse(key).said
+    except (ValueError, TypeError): return str(key)
+
 def _ci(v, ci)->str:
     if v is None: return 'not measured'
     return f"{v:.2f}" + (f" (95% CI {ci[0]:.2f} .. {ci[1]:.2f})" if ci else '')
@@ -215,7 +220,7 @@ def diagnosis_html(d, # a `Diagnosis`, or its `to_json()` dict
     j = d.to_json() if hasattr(d, 'to_json') else d
     setup = accept_setup or getattr(d, 'accept_setup', None)
     v, rec, conf = str(j.get('verdict')), j.get('recommended') or {}, j.get('configured_resid_layers')
-    sub = ' · '.join(x for x in (f"engine {html.escape(str(j.get('engine')))}", f"fed resid{conf}" if conf else 'the configured wiring cannot run',
+    sub = ' · '.join(x for x in (f"engine {html.escape(_engine_said(j.get('engine')))}", f"fed resid{conf}" if conf else 'the configured wiring cannot run',
                                  f"draft written by {html.escape(j['draft']['trainer'])}" if j.get('draft') else '',
                                  f"{j['seconds']:.1f} s" if j.get('seconds') else '') if x)
     L = [f'<div class="e3-diagnosis" style="font-family:system-ui,-apple-system,sans-serif;font-size:13px;line-height:1.45">',

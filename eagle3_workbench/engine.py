@@ -192,7 +192,7 @@ def _configured_wiring_error(pair, n:int)->str:
     w, k = pair.wiring, pair.draft.config.num_aux
     src = getattr(pair.draft.config.raw, 'source', None) or pair.draft_path
     why = [p for p in w.problems if not p.startswith('the draft gets')]
-    return (f"{src}: the draft takes {k} aux chunks but {w.engine} would feed it {len(w.resid_layers)} from this {n}-layer target"
+    return (f"{src}: the draft takes {k} aux chunks but {w.engine.title} would feed it {len(w.resid_layers)} from this {n}-layer target"
             + (f": {'; '.join(why)}" if why else '') + f" ({w.reason.rstrip('.')})")
 
 # %% ../nbs/03_engine.ipynb #1b384d7a

@@ -465,7 +465,7 @@ class Pair:
     def __repr__(self):
         return (f"Pair(target={self.target_path} [{self.model_type}, {self.n_layers} layers], "
                 f"draft={self.draft_path} [{self.report.format}, trainer {self.report.trainer}], "
-                f"feeds resid{list(self.wiring.resid_layers)} ({self.wiring.engine}))")
+                f"feeds resid{list(self.wiring.resid_layers)} ({self.wiring.engine.title}))")   # a release, as users name it
 
 # %% ../nbs/01c_loading.ipynb #98e2544e
 def load_pair(target='zoo:tiny-dsv3', # target directory or zoo name
