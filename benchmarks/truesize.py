@@ -14,10 +14,14 @@ draft step's shape (256 tokens, three 7168-wide states in) runs at least as fast
 (`matmul_rates`), else float32: a CPU without bfloat16 units computes it about 200 times slower, which a 16-row probe
 shows first.
 
-    python benchmarks/truesize.py [--tiny] [--threads 2] [--keep FOLDER] [--no-today] [--compare-today] [--out benchmarks/results/truesize.json]
+    python benchmarks/truesize.py [--tiny | --width 2048 --layers 61] [--threads 2] [--compute float32|bfloat16] [--copy]
+                                  [--keep FOLDER] [--no-today] [--compare-today] [--out benchmarks/results/truesize.json]
 
-`--tiny` runs the same steps at width 64 and 24 layers (what the suite checks); `bench_recording` reads the stored true-size
-result into BENCHMARKS.md.
+`--tiny` runs the same steps at width 64 and 24 layers (what the suite checks), `--width`/`--layers` at a size between
+(the draft's widths scaled from the real config); `bench_recording` reads the stored true-size result into BENCHMARKS.md.
+In float32 the draft stays in its checkpoint's bfloat16 and is widened a slice at a time (`draft.linear_widened`);
+`--copy` measures the float32 copy of every weight instead. `--compute` forces the precision (float32 on a host that has
+bfloat16 units: the path of one that has none); the result records the CPU flags seen (`cpu_flags`).
 """
 from __future__ import annotations
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
@@ -33,11 +37,16 @@ RESULT = HERE/'results'/'truesize.json'
 
 def planted(n:int)->tuple: return (5, n // 2 + 3, n - 6)   # off the configured default resid[2, N//2, N-3] in every chunk
 
-def draft_config(tiny:bool)->tuple: # (config.json dict, target layers N)
-    "The real draft config (its ids feed the engines' default resid[2, N//2, N-3] at N = 61), scaled down with --tiny."
+def draft_config(tiny:bool, width:int|None=None, layers:int=61)->tuple: # (config.json dict, target layers N)
+    "The real draft config (its ids feed the engines' default resid[2, N//2, N-3] at N = 61), scaled down with --tiny or to `width`."
     cfg = json.loads(CONFIG.read_text())
     cfg.update(vocab_size=TARGET_VOCAB, max_position_embeddings=4096)
-    if not tiny: return cfg, 61
+    if width and not tiny:   # heads of 128 as the real one's, its MLP ratio (40960 / 7168), its 8 KV heads at most
+        h = max(1, width // 128)
+        cfg.update(hidden_size=width, intermediate_size=128 * round(width * 40960 / 7168 / 128), num_attention_heads=h, num_key_value_heads=min(8, h), head_dim=128)
+    if not tiny:
+        if layers != 61: cfg.update(eagle_config=dict(cfg['eagle_config'], eagle_aux_hidden_state_layer_ids=[1, layers // 2 - 1, layers - 4]))
+        return cfg, layers
     n = 24
     cfg.update(TINY, vocab_size=600, eagle_config=dict(cfg['eagle_config'], eagle_aux_hidden_state_layer_ids=[1, n // 2 - 1, n - 4]))
     return cfg, n
@@ -107,7 +116,7 @@ from eagle3_workbench.stats import race_blocks
 import eagle3_workbench.search as search
 search.RACE_FROM_WIDTH = RACEWIDTH   # 64: the tiny stand-in races as the true size does; NEVER: the search before racing
 t0, c0 = time.perf_counter(), time.process_time()
-pair = recorded_pair(REC, DRAFT, dtype=getattr(torch, DTYPE), device=DEVICE)
+pair = recorded_pair(REC, DRAFT, dtype=getattr(torch, DTYPE), device=DEVICE, storage=None if STORAGE is None else getattr(torch, STORAGE))
 out = dict(load=time.perf_counter() - t0)
 def io():
     try: return {k: int(v) for k, v in (l.split(': ') for l in open('/proc/self/io').read().splitlines())}
@@ -138,10 +147,11 @@ print('RESULT ' + json.dumps(out))
 
 NEVER = 10**9   # a race width no target reaches: the doctor's search before racing (screened, not raced)
 
-def child(mode:str, rec:Path, draft:Path, dtype:str, wirings:list, threads:int, device:str='cpu', race_width:int=64)->dict:
+def child(mode:str, rec:Path, draft:Path, dtype:str, wirings:list, threads:int, device:str='cpu', race_width:int=64,
+          storage:str|None=None)->dict:   # the draft's weights' precision (None: `dtype`)
     "Run the doctor (or today's per-wiring scoring) in a fresh process on the folders; its measurements. `race_width=NEVER`: the doctor not raced."
     code = (CHILD.replace('THREADS', str(threads)).replace('REC', repr(str(rec))).replace('DRAFT', repr(str(draft)))
-            .replace('RACEWIDTH', str(race_width)).replace('DTYPE', repr(dtype)).replace('DEVICE', repr(device)).replace('MODE', repr(mode)).replace('WIRINGS', repr([list(w) for w in wirings])))
+            .replace('RACEWIDTH', str(race_width)).replace('STORAGE', repr(storage)).replace('DTYPE', repr(dtype)).replace('DEVICE', repr(device)).replace('MODE', repr(mode)).replace('WIRINGS', repr([list(w) for w in wirings])))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', ''))
     env.pop('EAGLE3_RECORDING_CACHE', None)
     p = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=3600)
@@ -172,13 +182,22 @@ def compute_dtype(rates:dict, device:str)->str:
     "bfloat16 where it is at least as fast as float32 (a GPU; a CPU with bfloat16 matmul units), else float32."
     return 'bfloat16' if device != 'cpu' or rates['bfloat16'] >= rates['float32'] else 'float32'
 
+def cpu_flags(names=('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile', 'avx512_vnni', 'fma'))->list:
+    "Which of `names` /proc/cpuinfo's first `flags` line lists (bfloat16 matmul units: avx512_bf16, amx_bf16); [] where there is none."
+    try: line = next(l for l in open('/proc/cpuinfo') if l.startswith('flags'))
+    except (OSError, StopIteration): return []
+    have = set(line.split(':', 1)[1].split())
+    return [n for n in names if n in have]
+
 def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', today:bool=True, whole:bool=False,
-            dtype:str|None=None)->dict:   # the doctor's precision; None: the faster on this host (`compute_dtype`)
+            dtype:str|None=None, # the doctor's precision; None: the faster on this host (`compute_dtype`)
+            copy:bool=False, # in float32: a float32 copy of every weight (the path before the widened slices)
+            width:int|None=None, layers:int=61)->dict:   # a size between --tiny and the true one
     "Build the draft and the recording on disk, diagnose them in a fresh process, and time today's search's wirings beside it."
     from eagle3_workbench.loading import save_draft
     from eagle3_workbench.conventions import default_resid_layers
     load0 = os.getloadavg()[0]
-    cfg, n = draft_config(tiny)
+    cfg, n = draft_config(tiny, width, layers)
     tmp = Path(tempfile.mkdtemp(prefix='truesize-')) if keep is None else keep
     tmp.mkdir(parents=True, exist_ok=True)
     try:
@@ -194,13 +213,14 @@ def measure(tiny:bool, threads:int=2, keep:Path|None=None, device:str='cpu', tod
         conf = default_resid_layers(n)
         near = (plant[0] + 1,) + plant[1:]
         rates = matmul_rates(threads, k=cfg['hidden_size'] * 3); prec = dtype or compute_dtype(rates, device)   # on a CPU without bfloat16 units it is ~200x slower
-        new = child('doctor', tmp/'rec', tmp/'draft', prec, [plant, conf, near], threads, device)
+        storage = 'bfloat16' if prec == 'float32' and device == 'cpu' and not copy else None   # stored as saved, widened by slices
+        new = child('doctor', tmp/'rec', tmp/'draft', prec, [plant, conf, near], threads, device, storage=storage)
         old = child('today', tmp/'rec', tmp/'draft', 'float32', [conf, plant, near], threads) if today else None   # the first wiring includes the table's making
         load1 = os.getloadavg()[0]
-        unraced = child('doctor', tmp/'rec', tmp/'draft', prec, [plant, conf, near], threads, device, race_width=NEVER) if whole else None
+        unraced = child('doctor', tmp/'rec', tmp/'draft', prec, [plant, conf, near], threads, device, race_width=NEVER, storage=storage) if whole else None
         return dict(tiny=tiny, layers=n, hidden=cfg['hidden_size'], intermediate=cfg['intermediate_size'], draft_vocab=cfg['draft_vocab_size'],
                     target_vocab=cfg['vocab_size'], planted=list(plant), configured=list(conf), neighbour=list(near), recording=made,
-                    build_seconds=build, matmul_gflops=rates, dtype=prec, new=new, today=old, today_whole=unraced, load_before=load0, load_before_whole=load1, load_after=os.getloadavg()[0], threads=threads,
+                    build_seconds=build, matmul_gflops=rates, dtype=prec, storage=storage or prec, cpu_flags=cpu_flags(), new=new, today=old, today_whole=unraced, load_before=load0, load_before_whole=load1, load_after=os.getloadavg()[0], threads=threads,
                     cores=os.cpu_count(), device=device, when=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
     finally:
         if keep is None: shutil.rmtree(tmp, ignore_errors=True)
@@ -237,12 +257,17 @@ def main(argv=None):
     ap.add_argument('--keep', default=None, help='build the draft and recording in this folder and keep them; a folder built so is reused')
     ap.add_argument('--no-today', action='store_true', help="the doctor only: skip timing today's search on the same recording")
     ap.add_argument('--compare-today', action='store_true', help="also run today's search (screened, not raced) whole on the same recording, in a fresh process, in the doctor's precision")
+    ap.add_argument('--compute', choices=('float32', 'bfloat16'), default=None, help="the doctor's precision (default: the faster on this host)")
+    ap.add_argument('--copy', action='store_true', help='in float32, a float32 copy of every weight (default: kept in bfloat16, widened by slices)')
+    ap.add_argument('--width', type=int, default=None, help='the draft and target width (default the true 7168), its sizes scaled from the real config')
+    ap.add_argument('--layers', type=int, default=61, help='target layers (default the true 61)')
     ap.add_argument('--out', default=None, help=f'where to write the JSON (default {RESULT.relative_to(ROOT)}; --tiny: printed only)')
     a = ap.parse_args(argv)
-    r = measure(a.tiny, a.threads, keep=a.keep and Path(a.keep), today=not a.no_today, whole=a.compare_today)
+    r = measure(a.tiny, a.threads, keep=a.keep and Path(a.keep), today=not a.no_today, whole=a.compare_today, dtype=a.compute, copy=a.copy,
+                width=a.width, layers=a.layers)
     r['summary'] = summary(r)
     text = json.dumps(r, indent=1)
-    if a.out or not a.tiny: Path(a.out or RESULT).write_text(text + '\n')
+    if a.out or not (a.tiny or a.width or a.layers != 61): Path(a.out or RESULT).write_text(text + '\n')   # only the true size replaces the stored result
     print(json.dumps(r['summary'], indent=1))
 
 if __name__ == '__main__': main()

@@ -98,7 +98,7 @@ class DraftCache:
     def v(self): return self.layers[0][1] if 0 in self.layers else None
 
 # %% ../nbs/01_draft.ipynb #c7a1e0b2
-WIDEN_BYTES = 32 << 20   # the float32 slice of a narrow weight widened at a time (one buffer per device, reused)
+WIDEN_BYTES = 64 << 20   # the float32 slice of a narrow weight widened at a time (one buffer per device, reused)
 _WIDE = {}
 
 def _wide_buffer(n:int, device)->torch.Tensor:

@@ -51,17 +51,31 @@ class _LargestFloat32(TorchDispatchMode):
 
 def test_float32_compute_makes_no_float32_copy_of_a_wide_weight():
     cfg, _ = truesize.draft_config(True)
-    cfg.update(hidden_size=1024, intermediate_size=16384, num_attention_heads=8, num_key_value_heads=2, head_dim=128, draft_vocab_size=500)
+    cfg.update(hidden_size=1024, intermediate_size=32768, num_attention_heads=8, num_key_value_heads=2, head_dim=128, draft_vocab_size=500)
     tmp, _ = _built(cfg)
     d, _ = load_draft(tmp/'draft', storage=torch.bfloat16)   # computed in float32 (load_draft's dtype), kept in bfloat16
     biggest = max(q.numel() for q in d.parameters())
-    assert biggest == 16384 * 1024 and biggest * 4 >= 2 * WIDEN_BYTES   # a float32 copy of the MLP's weight: twice the slice
+    assert biggest == 32768 * 1024 and biggest * 4 >= 2 * WIDEN_BYTES   # a float32 copy of the MLP's weight: twice the slice
     assert {q.dtype for q in d.parameters()} == {torch.bfloat16} and d.dtype == torch.float32
     T, H = 6, d.config.target_hidden_size
     feats, ids = torch.randn(1, T, 3 * H), torch.randint(0, cfg['vocab_size'], (1, T))
     with torch.no_grad(), _LargestFloat32() as seen: h, logits = d(feats, ids, torch.arange(T)[None], DraftCache())
     assert logits.dtype == torch.float32
-    assert seen.largest <= WIDEN_BYTES // 4 < biggest   # float32 slices only: never the [16384, 1024] weight widened whole
+    assert seen.largest <= WIDEN_BYTES // 4 < biggest   # float32 slices only: never the [32768, 1024] weight widened whole
     ref, _ = load_draft(tmp/'draft')                   # today's path: a float32 copy of every weight
+    assert max(q.numel() for q in ref.parameters() if q.dtype == torch.float32) == biggest   # there, the weight whole in float32
     with torch.no_grad(): h2, logits2 = ref(feats, ids, torch.arange(T)[None], DraftCache())
     torch.testing.assert_close(logits, logits2, rtol=1e-5, atol=1e-6)
+
+
+def test_true_size_benchmark_forces_the_float32_path_and_records_the_cpu_flags():
+    "truesize --compute float32: the doctor's draft kept in bfloat16 (the no-bfloat16-units path, on any host), the flags it saw recorded."
+    r = truesize.measure(True, threads=1, dtype='float32', today=False)
+    assert (r['dtype'], r['storage']) == ('float32', 'bfloat16')
+    assert r['new']['recommended'] == r['planted'] and r['new']['verdict'] == 'miswired'
+    flags = open('/proc/cpuinfo').read().split('flags', 1)[1].split('\n', 1)[0].split()
+    assert r['cpu_flags'] == [f for f in ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile', 'avx512_vnni', 'fma') if f in flags]
+    c = truesize.measure(True, threads=1, dtype='float32', today=False, copy=True)   # the float32 copy: the same answer
+    assert c['storage'] == 'float32' and c['new']['recommended'] == r['new']['recommended']
+    for w, f in r['new']['fits'].items():
+        assert max(abs(a - b) / abs(b) for a, b in zip(f, c['new']['fits'][w])) < 1e-5
