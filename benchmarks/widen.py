@@ -42,7 +42,6 @@ def measure(threads:int=2, rows:int=4096, tokens:int=512, widths=(7168, 21504, 4
         row['max_diff_of_max'] = float((linear_widened(x, w) - ref).abs().max() / ref.abs().max())
         assert row['max_diff_of_max'] < 1e-5, row
         out['widths'][str(K)] = row
-        del w32, wide
     return out
 
 def main(argv=None):
