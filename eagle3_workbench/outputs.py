@@ -115,18 +115,19 @@ def engine_settings(args:dict, # the engine's arguments, by its own names
     return {k: v for k, v in out.items() if v is not None}
 
 # %% ../nbs/04b_outputs.ipynb #c96e1e2c
-_SGL_ARGS = re.compile(r'server_args=ServerArgs\((.*)\)\s*$')
+_SGL_ARGS = re.compile(r'server_args=(?:ServerArgs\((.*)\)|(\{.*\}))\s*$')   # a ServerArgs repr; from 0.5.23 a dict (entrypoints/engine.py:311, resolved_dict)
 _VLLM_ARGS = re.compile(r'non-default args: (\{.*\})\s*$')
-_SGL_RESTART = re.compile(r'server_args=ServerArgs\(|Cache flushed successfully')
+_SGL_RESTART = re.compile(r'server_args=(?:ServerArgs\(|\{)|Cache flushed successfully')
 _VLLM_RESTART = re.compile(r'vLLM API server version')
 
 def _call_kwargs(inner:str)->dict:
-    "The literal keyword arguments of `f(inner)`, read with ast; others skipped."
-    try: call = ast.parse(f"f({inner})", mode='eval').body
+    "The literal keyword arguments of `f(inner)`, or the literal items of `inner` when it is a dict's text, read with ast; others skipped."
+    try: node = ast.parse(inner if inner[:1] == '{' else f"f({inner})", mode='eval').body
     except SyntaxError: return {}
+    pairs = zip([getattr(k, 'value', None) for k in node.keys], node.values) if isinstance(node, ast.Dict) else ((kw.arg, kw.value) for kw in getattr(node, 'keywords', []))
     out = {}
-    for kw in call.keywords:
-        try: out[kw.arg] = ast.literal_eval(kw.value)
+    for k, v in pairs:
+        try: out[k] = ast.literal_eval(v)
         except ValueError: pass
     return out
 
@@ -142,7 +143,7 @@ def logged_settings(text:str, engine:str)->tuple:
     rx, runs = (_SGL_ARGS if engine == SGLANG else _VLLM_ARGS), []
     for line in text.splitlines():
         if m := rx.search(line):
-            if engine == SGLANG: args = _call_kwargs(m[1])
+            if engine == SGLANG: args = _call_kwargs(m[1] or m[2])
             else:
                 try: args = ast.literal_eval(m[1])
                 except (ValueError, SyntaxError): args = {}

@@ -144,3 +144,15 @@ def test_a_device_cpu_server_is_not_told_it_verifies_by_argmax():
     assert (o.release.key, o.settings['device']) == ('sglang==0.5.23', 'cpu')
     assert 'SGLANG_USE_CPU_ENGINE' not in (FIX/'correct'/'server.log').read_text()   # the environment is not in what it reports
     assert verify_greedy(o) is None and verify_note(o).startswith('cannot tell from what the server reports')
+
+@pytest.mark.slow
+def test_compare_on_the_embedding_fed_servers_log_puts_the_wiring_first(forked_cli, tmp_path):
+    "SGLang 0.5.23's log (its server_args dict: algorithm, parallel layout, steps) rules out the other causes: below expectation, the wiring first."
+    p = forked_cli.run(['compare', '--observed', str(FIX/'embedding'/'server.log'), '--target', 'zoo:tiny-llama', '--engine', 'sglang==0.5.23',
+                        '--n-prompts', '4', '--json'], tmp_path, 900)
+    assert p.returncode == 1, p.stderr[-2000:]
+    j = json.loads(p.stdout)
+    assert j['verdict'] == 'below expectation' and j['expected']['settings']['speculative_num_steps'] == 3   # read from the log, not assumed
+    first, *rest = j['causes']
+    assert (first['code'], first['status']) == ('AUX_LAYERS_MISMATCH', 'open'), j['causes']
+    assert {c['code']: c['status'] for c in rest}['FC_SKIPPED'] == 'ruled out'
