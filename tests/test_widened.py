@@ -79,3 +79,19 @@ def test_true_size_benchmark_forces_the_float32_path_and_records_the_cpu_flags()
     assert c['storage'] == 'float32' and c['new']['recommended'] == r['new']['recommended']
     for w, f in r['new']['fits'].items():
         assert max(abs(a - b) / abs(b) for a, b in zip(f, c['new']['fits'][w])) < 1e-5
+
+
+def test_the_stepper_over_bfloat16_storage_decodes_as_the_float32_copy():
+    "Session (the `run` stepper) with the draft kept in bfloat16 and computed in float32: the float32 copy's proposals and accepts."
+    import dataclasses
+    from eagle3_workbench.loading import load_pair
+    from eagle3_workbench.engine import Session
+    p = load_pair('zoo:tiny-llama')
+    d16, _ = load_draft('zoo:tiny-llama-eagle3', target=p.target, storage=torch.bfloat16)
+    assert {q.dtype for q in d16.parameters()} == {torch.bfloat16} and d16.dtype == torch.float32
+    got = {}
+    for name, dr in (('copy', p.draft), ('widened', d16)):
+        s = Session(dataclasses.replace(p, draft=dr))
+        r = s.run(24, prompt='The quick brown fox jumps over the lazy dog because')
+        got[name] = s.tokens, [(x.verify.proposed, x.verify.accepted) for x in r]
+    assert got['widened'] == got['copy'] and sum(a for _, a in got['copy'][1]) > 0   # something accepted: the draft was read
