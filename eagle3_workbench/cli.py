@@ -208,7 +208,7 @@ def _diagnose(a)->int:
     if not a.json: print(f"diagnosing {pair} on {len(prompts)} prompts ...", file=sys.stderr, flush=True)
     d = diagnose(pair, prompts, training_dump=a.training_dump, engine=a.engine, wiring=a.wiring, deployment=door and door.records,
                  deployment_prompt=a.deployment_prompt, algorithm=a.algorithm, accept=not a.no_accept, progress=not a.json)
-    show(d := with_findings(d, door_findings(door, pair)) if door else d)   # a deployment's own findings: ranks, layout, hand-off
+    show(d := with_findings(d, door_findings(door, pair, a.training_dump, a.deployment_prompt)) if door else d)   # a deployment's own findings: ranks, layout, hand-off
     return {'ok': EXIT_OK, 'inconclusive': EXIT_NOT_ENOUGH_EVIDENCE}.get(d.verdict, EXIT_CHECK_FAILED)
 
 # %% ../nbs/08_cli.ipynb #22412f8f

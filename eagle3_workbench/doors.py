@@ -4,21 +4,24 @@
 
 # %% ../nbs/07a_doors.ipynb #b0e84c7b
 from __future__ import annotations
-import json, shutil, tempfile
+import json, shutil, sys, tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from .records import raw_process_folder, write_raw_pass
 from .layouts import PLACE_KEY
 from .recording import open_recording
 from .sglang.readers import read_capture
-from .sglang.compare import capture_findings
+from .chunks import flat_positions
+from .dumps import read_dump
+from .sglang.compare import capture_findings, fc_in_samples, match_features
 from .engine_recording import REQUEST, read_raw, layout_findings, assemble, write_request
 from .handoff import read_handoff, handoff_findings, handoff_width
 from .diagnosis import Diagnosis
 
 # %% auto #0
 __all__ = ['KINDS', 'HANDOFF', 'deployment_kind', 'not_a_deployment', 'raw_logits', 'assemble_raw', 'raw_from_recording',
-           'recording_summary', 'Door', 'open_deployment', 'door_findings', 'with_findings', 'layout_diagnosis']
+           'recording_summary', 'Door', 'open_deployment', 'door_findings', 'with_findings', 'layout_diagnosis',
+           'served_samples', 'feature_findings']
 
 # %% ../nbs/07a_doors.ipynb #2f739173
 KINDS = {   # kind -> what the folder holds, as a user recognises it
@@ -190,9 +193,12 @@ def _sequences(rec, ids:list, where:str)->list:
         raise ValueError(f"{where}: the prompt of row {lost[0]} is none of the recording's prompts: record the prompts the prefill node served")
     return [have[tuple(p)] for p in ids]
 
-def door_findings(door:Door, pair)->list:
+def door_findings(door:Door, pair,
+                  training_dump=None, prompt=None, # --training-dump and --deployment-prompt: a capture's fed features are held against the dump's
+                 )->list:
     "The findings a deployment folder adds to the doctor's, now that the pair is known."
-    if door.capture is not None: return capture_findings(door.capture, pair.wiring.resid_layers, pair.n_layers)
+    if door.capture is not None:
+        return capture_findings(door.capture, pair.wiring.resid_layers, pair.n_layers) + feature_findings(door, pair, training_dump, prompt)
     if door.kind != 'handoff': return list(door.findings)
     from eagle3_workbench.recording import Recording, record
     rec = pair.target if isinstance(pair.target, Recording) else record(pair, door.ids, max_new_tokens=0)
@@ -208,3 +214,34 @@ def with_findings(d:Diagnosis, found:list)->Diagnosis:
 def layout_diagnosis(door:Door, engine)->Diagnosis:
     "Raw passes showing a layout class: no recording can be assembled, the finding is the answer."
     return Diagnosis('miswired', list(door.findings), None, None, engine)
+
+# %% ../nbs/07a_doors.ipynb #7c1b9e42
+def served_samples(records, dump:list, # the capture's records; the dump's samples (`dumps.read_dump`)
+                   ids=None, min_tokens:int=4, # the prompt's token ids if known; the fewest draft ids that name a dump sample
+                  )->list:
+    "The capture's draft.fc.in samples by token ids (`fc_in_samples`), else by the draft's own ids continuing a dump sample's; one per token ids."
+    pre = [r for r in records if r.point.startswith('target.') and r.token_ids]
+    out, seen = [], set()
+    for r in records:
+        if r.point != 'draft.fc.in' or (r.tensor is None and not r.location): continue
+        got = fc_in_samples([r] + pre, ids)
+        if not got and r.token_ids and len(d := flat_positions(r.token_ids)) > min_tokens:   # the draft's ids: the target's from the 2nd on
+            di = next((x for x in ([int(v) for v in s['input_ids']] for s in dump) if x[1:len(d)] == d[:-1]), None)
+            got = fc_in_samples([r], di[:len(d)]) if di else []
+        for g in got:
+            if (k := tuple(g['input_ids'].tolist())) not in seen: seen.add(k); out.append(g)
+    return out
+
+def feature_findings(door:Door, pair, training_dump, prompt=None)->list:
+    "TARGET_PRECISION_MISMATCH / TARGET_ROTATED_BASIS of a capture against a training dump; the rows into `door.said['features']`, a line on stderr."
+    if training_dump is None or not door.records: return []
+    dump, _ = read_dump(training_dump)   # an unreadable file is the doctor's DUMP_INVALID
+    ids = pair.tokenizer(prompt, add_special_tokens=False)['input_ids'] if isinstance(prompt, str) else prompt
+    m = match_features(dump, served_samples(door.records, dump, ids), num_aux=pair.draft.config.num_aux)
+    door.said['features'] = dict(samples=m.samples, tokens=m.tokens, tol=m.tol, dtypes=list(m.dtypes), rows=m.rows, notes=m.notes)
+    said = f"{m.samples} sample(s) paired with the training dump by token ids ({m.tokens} tokens)"
+    enough = m.samples >= 3
+    print(f"deployment features: {said}: " + (', '.join(f"chunk {r['chunk']} {r['verdict']}" for r in m.rows) if enough
+          else f"not enough evidence ({'; '.join(m.notes)})"), file=sys.stderr)
+    return m.findings if enough else []
+
