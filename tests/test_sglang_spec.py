@@ -5,41 +5,24 @@ speculative decoding (chain of 3, greedy, 8 zoo prompts x 32 tokens), correctly 
 (`scripts/sglang_spec_run.py` made them; the folder's README has the commands). The workbench runs the same prompts with
 the same settings in-process, reading the draft config as SGLang 0.5.23 reads it.
 """
-import json, shutil
+import json
 from pathlib import Path
 import pytest
+from served_pair import SETTINGS, draft_copy, zoo_prompt_ids   # tests/, beside this file
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT/'tests'/'fixtures'/'sglang-spec'
-ZOO = ROOT/'eagle3_workbench'/'zoo_data'
 SHIPPED = (2, 5, 7)   # the zoo draft's top-level ids; SGLang 0.5.23 reads only eagle_config's, so as shipped it feeds its default
 # what scripts/sglang_spec_run.py wrote into the draft's config.json for each case (None: as shipped)
 EDITS = {'correct': None, 'off_by_one_toplevel': ('top', [3, 6, 8]), 'off_by_one': ('nested', [2, 5, 7]), 'embedding': ('nested', [-1, 4, 6]),
          'fixed': ('nested', [1, 4, 6])}   # fixed: what `diagnose` recommended for the off_by_one copy (fixed/diagnose.json)
 FED = {'correct': (2, 5, 7), 'off_by_one_toplevel': (2, 5, 7), 'off_by_one': (3, 6, 8), 'embedding': (0, 5, 7), 'fixed': (2, 5, 7)}   # SGLang 0.5.23's llama.py: id k = resid[k + 1]
-SETTINGS = dict(speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4)
 CASES = [c for c in EDITS if (FIX/c/'responses.jsonl').exists()]
 
 def responses(case:str)->list: return [json.loads(l) for l in (FIX/case/'responses.jsonl').read_text().splitlines() if l.strip()]
 
-def draft_copy(tmp:Path, edit)->Path:
-    "The zoo draft with the case's config edit, as the script served it."
-    d = tmp/'draft'
-    shutil.copytree(ZOO/'tiny-llama-eagle3', d)
-    if edit is not None:
-        cfg = json.loads((d/'config.json').read_text())
-        where, ids = edit
-        if where == 'top': cfg['eagle_aux_hidden_state_layer_ids'] = ids
-        else: cfg['eagle_config'] = {'eagle_aux_hidden_state_layer_ids': ids, 'use_aux_hidden_state': True}
-        (d/'config.json').write_text(json.dumps(cfg))
-    return d
-
 @pytest.fixture(scope='module')
-def prompts():
-    from eagle3_workbench.loading import load_tokenizer
-    from eagle3_workbench.prompts import read_prompts
-    tok = load_tokenizer(ZOO/'tiny-llama')
-    return [tok(p, add_special_tokens=False)['input_ids'] for p in read_prompts(None, 8)]
+def prompts(): return zoo_prompt_ids(8)
 
 @pytest.fixture(scope='module')
 def runs(prompts, tmp_path_factory):

@@ -5,36 +5,21 @@ tiny-llama pair with speculative decoding (3 speculative tokens, greedy, 8 zoo p
 with planted faults (`scripts/vllm_spec_run.py` made them; the folder's README has the commands). The workbench runs
 the same prompt ids with the same settings in-process, reading the draft config as vLLM 0.32.0 reads it.
 """
-import json, shutil
+import json
 from pathlib import Path
 import pytest
+from served_pair import SETTINGS, draft_copy, zoo_prompt_ids   # tests/, beside this file
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT/'tests'/'fixtures'/'vllm-spec'
-ZOO = ROOT/'eagle3_workbench'/'zoo_data'
-EDITS = {'correct': None, 'off_by_one': [3, 6, 8], 'embedding': [0, 5, 7]}   # the top-level ids the script wrote (None: as shipped, [2, 5, 7])
+EDITS = {'correct': None, 'off_by_one': ('top', [3, 6, 8]), 'embedding': ('top', [0, 5, 7])}   # the top-level ids the script wrote (None: as shipped, [2, 5, 7])
 FED = {'correct': (2, 5, 7), 'off_by_one': (3, 6, 8), 'embedding': (0, 5, 7)}   # vLLM 0.32.0 reads top-level ids verbatim: id k = resid[k]
-SETTINGS = dict(speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4)
 CASES = [c for c in EDITS if (FIX/c/'outputs.jsonl').exists()]
 
 def outputs(case:str)->list: return [json.loads(l) for l in (FIX/case/'outputs.jsonl').read_text().splitlines() if l.strip()]
 
-def draft_copy(tmp:Path, ids)->Path:
-    "The zoo draft with the case's top-level ids, as the script served it."
-    d = tmp/'draft'
-    shutil.copytree(ZOO/'tiny-llama-eagle3', d)
-    if ids is not None:
-        cfg = json.loads((d/'config.json').read_text())
-        cfg['eagle_aux_hidden_state_layer_ids'] = ids
-        (d/'config.json').write_text(json.dumps(cfg))
-    return d
-
 @pytest.fixture(scope='module')
-def prompts():
-    from eagle3_workbench.loading import load_tokenizer
-    from eagle3_workbench.prompts import read_prompts
-    tok = load_tokenizer(ZOO/'tiny-llama')
-    return [tok(p, add_special_tokens=False)['input_ids'] for p in read_prompts(None, 8)]
+def prompts(): return zoo_prompt_ids(8)
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
@@ -67,7 +52,7 @@ def test_the_fixtures_are_what_the_script_says(prompts):
         assert [r['prompt_token_ids'] for r in rs] == prompts, case   # the zoo's first 8 held-out prompts, tokenised as `run` does
         assert all(r['finish_reason'] == 'length' and len(r['output_token_ids']) == 32 for r in rs), case
         assert (run['vllm'], run['num_speculative_tokens'], run['max_tokens']) == ('0.32.0', 3, 32)
-        assert run['draft_layer_ids'] == (EDITS[case] or [2, 5, 7]), case
+        assert run['draft_layer_ids'] == (EDITS[case][1] if EDITS[case] else [2, 5, 7]), case
         # the hook on the draft's fc in vLLM's worker: the first token's three chunks are these resid[k] of the target
         assert tuple(f['resid'] for f in run['fc_fed']) == FED[case] and max(f['rel_err'] for f in run['fc_fed']) < 1e-4, case
 
