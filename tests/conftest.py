@@ -47,8 +47,9 @@ def forked_cli():
 # the numbers only order them). Under `--dist loadfile` each worker takes whole files in collection order, so the
 # longest start first and the short ones fill in behind them; in xdist's default order (most tests first) the four
 # browser tests came last and one worker ran them alone for the last minutes.
-LONGEST_FIRST = ('test_notebooks.py', 'test_doctor.py', 'test_browser.py', 'test_bad_inputs.py', 'test_benchmarks.py',
-                 'test_recording.py', 'test_architectures.py', 'test_engine.py', 'test_failure_classes.py', 'test_cli_json.py', 'test_zoo_deep.py')
+LONGEST_FIRST = ('test_notebooks.py', 'test_doctor.py', 'test_browser.py', 'test_browser_recording.py', 'test_bad_inputs.py', 'test_benchmarks.py',
+                 'test_recording.py', 'test_architectures.py', 'test_engine.py', 'test_widgets.py', 'test_failure_classes.py', 'test_cli_json.py',
+                 'test_zoo_deep.py', 'test_sglang_spec.py', 'test_doors.py', 'test_served_tokens.py', 'test_vllm_spec.py')
 
 def pytest_collection_modifyitems(config, items):
     "Longest files first, each file's tests in their own order (a stable sort)."
